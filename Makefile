@@ -1,0 +1,56 @@
+# Yasugoro: `make run` and `make test` are all a newcomer needs (Python 3.11+).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+
+.PHONY: run test test-pg test-reliability lint format bench browser clean
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
+run: $(VENV)/.installed
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py vapid_keys --ensure
+	DEBUG=1 $(PY) manage.py seed_demo
+	@echo "Pages: http://$(HOST):$(PORT)/   Admin: http://$(HOST):$(PORT)/admin/ (create a staff user: make superuser)"
+	@DEBUG=1 $(PY) manage.py qcluster & QPID=$$!; \
+	trap 'kill $$QPID 2>/dev/null; wait $$QPID 2>/dev/null' EXIT INT TERM; \
+	DEBUG=1 $(PY) manage.py runserver $(HOST):$(PORT)
+
+superuser: $(VENV)/.installed
+	DEBUG=1 $(PY) manage.py createsuperuser
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-pg: $(VENV)/.installed
+	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-reliability: $(VENV)/.installed
+	$(PY) -m pytest -m reliability --reliability-full $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# Debian's chromium for the browser tests (they skip with a reason where it is missing).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+bench: $(VENV)/.installed
+	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) var test-artifacts .pytest_cache .ruff_cache

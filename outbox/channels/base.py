@@ -1,0 +1,94 @@
+"""The one interface to a delivery channel: deliver a message or raise DeliveryError."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from typing import TYPE_CHECKING, Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+if TYPE_CHECKING:
+    from outbox.models import Outbox
+
+
+class DeliveryKind(StrEnum):
+    RATE_LIMITED = "rate_limited"  # retry, honouring retry_after
+    NETWORK = "network"  # retry
+    SERVER = "server"  # retry
+    GONE = "gone"  # the subscription no longer exists: drop, deactivate it
+    REJECTED = "rejected"  # the service refused our request (400/401/403/413): fail
+
+
+class DeliveryError(Exception):
+    """Delivery did not happen. `permanent` says whether trying again could ever help."""
+
+    def __init__(
+        self,
+        kind: DeliveryKind,
+        message: str = "",
+        *,
+        permanent: bool | None = None,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message or kind.value)
+        self.kind = kind
+        self.message = message
+        self.permanent = (
+            kind in (DeliveryKind.GONE, DeliveryKind.REJECTED) if permanent is None else permanent
+        )
+        self.retry_after = retry_after
+        self.status_code = status_code
+
+
+@dataclass(frozen=True)
+class Message:
+    """What we tell the person, built from the value re-fetched right before sending."""
+
+    title: str
+    body: str
+    url: str  # a path on our own site
+    tag: str  # the row's dedup key: a duplicate that still arrives replaces the first
+    topic: str  # ≤ 32 URL-safe characters: the push service replaces an undelivered one
+    listing_id: int
+    price: int | None
+    urgency: str = "normal"
+    icon: str = ""
+    data: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {
+            "title": self.title,
+            "body": self.body,
+            "url": self.url,
+            "tag": self.tag,
+            "topic": self.topic,
+            "icon": self.icon,
+            "listing": self.listing_id,
+            "price": self.price,
+            "urgency": self.urgency,
+        }
+
+
+class Channel(Protocol):
+    name: str
+
+    def deliver(self, row: Outbox, message: Message) -> dict | None:
+        """Deliver or raise DeliveryError. May return facts worth keeping (HTTP status…)."""
+        ...
+
+
+@cache
+def _channel_class(path: str) -> type:
+    return import_string(path)
+
+
+def get_channel(name: str) -> Channel:
+    try:
+        path = settings.OUTBOX_CHANNEL_CLASSES[name]
+    except KeyError:
+        raise LookupError(f"no delivery channel configured for {name!r}") from None
+    return _channel_class(path)()

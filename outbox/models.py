@@ -1,0 +1,168 @@
+"""The notification outbox: one row per notification to one device on one channel, and an
+append-only log of every transition it went through."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from outbox.expressions import LocalDate
+from watches.models import Channel, Device, Trigger, Watch
+
+# The zone of the dedup day is pinned here and therefore in the migration, never taken from
+# settings at migrate time.
+DEDUP_ZONE = "Asia/Tokyo"
+
+
+class Status(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    SENDING = "sending", _("Sending")
+    RETRY = "retry", _("Retrying")
+    SENT = "sent", _("Sent")
+    DROPPED = "dropped", _("Dropped")
+    FAILED = "failed", _("Failed")
+
+
+TERMINAL = frozenset({Status.SENT, Status.DROPPED, Status.FAILED})
+DUE_STATUSES = (Status.PENDING, Status.RETRY)
+
+
+class Reason(models.TextChoices):
+    """The closed vocabulary of why a row moved. Countable, and readable in admin."""
+
+    # dropped: we learned we should not send, so we did not
+    WATCH_REMOVED = "watch_removed", _("Watch removed")
+    WATCH_PAUSED = "watch_paused", _("Watch paused")
+    LISTING_PAUSED = "listing_paused", _("Listing paused")
+    NO_SUBSCRIPTION = "no_subscription", _("No push subscription")
+    SUBSCRIPTION_GONE = "subscription_gone", _("Push subscription gone")
+    OUT_OF_STOCK = "out_of_stock", _("Out of stock")
+    ITEM_NOT_FOUND = "item_not_found", _("Item not found")
+    CONDITION_LOST = "condition_lost", _("Condition no longer holds")
+    ALREADY_NOTIFIED = "already_notified", _("Already notified")
+    MANUAL = "manual", _("Dropped by staff")
+    # retry / failed: something transient went wrong
+    REFETCH_RATE_LIMITED = "refetch_rate_limited", _("Marketplace rate limit")
+    REFETCH_NETWORK = "refetch_network", _("Marketplace unreachable")
+    REFETCH_SERVER = "refetch_server", _("Marketplace server error")
+    REFETCH_BAD_RESPONSE = "refetch_bad_response", _("Marketplace bad response")
+    DELIVER_RATE_LIMITED = "deliver_rate_limited", _("Push service rate limit")
+    DELIVER_NETWORK = "deliver_network", _("Push service unreachable")
+    DELIVER_SERVER = "deliver_server", _("Push service error")
+    LEASE_EXPIRED = "lease_expired", _("Dispatcher lease expired")
+    # failed at once: the push service refused the request itself (our bug, not transient)
+    DELIVER_REJECTED = "deliver_rejected", _("Push service rejected the request")
+    # pending again / due now: a staff lever
+    REQUEUED = "requeued", _("Requeued by staff")
+    # sent
+    DELIVERED = "delivered", _("Delivered")
+    # claimed
+    CLAIMED = "claimed", _("Claimed by a dispatcher")
+
+
+class Outbox(models.Model):
+    watch = models.ForeignKey(Watch, on_delete=models.CASCADE, related_name="outbox_rows")
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="outbox_rows")
+    channel = models.CharField(max_length=20, choices=Channel.choices)
+    trigger = models.CharField(max_length=20, choices=Trigger.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(blank=True)
+    detected_at = models.DateTimeField()
+    # The snapshot at detection. Written once by enqueue, never updated.
+    detected_payload = models.JSONField(default=dict)
+    # What was actually sent (built from the re-fetched value), for history and staff.
+    sent_message = models.JSONField(null=True, blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "outbox row"
+        constraints = [
+            # Idempotent enqueue: one live row per watch, trigger, service day and channel.
+            # Dropped rows do not hold the day's slot.
+            models.UniqueConstraint(
+                F("watch"),
+                F("trigger"),
+                LocalDate("detected_at", zone=DEDUP_ZONE),
+                F("channel"),
+                name="outbox_one_per_watch_trigger_day_channel",
+                condition=~Q(status="dropped"),
+            ),
+        ]
+        indexes = [
+            # Dispatcher, step 2: status IN (pending, retry) AND next_attempt_at <= now
+            # ORDER BY next_attempt_at, id. Partial, so terminal rows never weigh on it.
+            models.Index(
+                fields=["next_attempt_at", "id"],
+                name="outbox_due",
+                condition=Q(status__in=["pending", "retry"]),
+            ),
+            # Dispatcher, step 1: status = sending AND claimed_at < now - lease.
+            models.Index(
+                fields=["claimed_at"], name="outbox_sending", condition=Q(status="sending")
+            ),
+            # Admin overview and retention: counts per status/reason over a time window.
+            models.Index(fields=["status", "reason", "updated_at"], name="outbox_status_reason"),
+            # History page: one device's rows, newest first.
+            models.Index(fields=["device", "-created_at"], name="outbox_by_device"),
+        ]
+
+    def __str__(self) -> str:
+        return f"outbox #{self.pk} {self.trigger} {self.status}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+class OutboxEvent(models.Model):
+    """Append-only: every transition of an outbox row, with why and who."""
+
+    outbox = models.ForeignKey(Outbox, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=10, choices=Status.choices)
+    to_status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(blank=True)
+    # Structured facts of the attempt: the re-fetched value, the message, the HTTP status…
+    data = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # Detail page timeline and retention: one row's events in order.
+            models.Index(fields=["outbox", "at"], name="outboxevent_row_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.from_status}→{self.to_status} {self.reason}"
+
+
+class DispatchRun(models.Model):
+    """One dispatcher cycle's outcome, so staff can see when it last ran and what it did."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    holder = models.CharField(max_length=64)
+    claimed = models.PositiveIntegerField(default=0)
+    sent = models.PositiveIntegerField(default=0)
+    dropped = models.PositiveIntegerField(default=0)
+    retry = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    recovered = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-started_at"], name="dispatchrun_recent")]
+
+    def __str__(self) -> str:
+        return f"dispatch {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,100 @@
+"""The one interface to a marketplace: fetch item codes, get an observation or an error kind.
+
+The dispatcher and price polling speak only this; each marketplace is one module behind it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from functools import cache
+from typing import Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from watches.models import effective_price, unit_price
+
+
+class FetchKind(StrEnum):
+    EMPTY = "empty"  # listed but out of stock / no offer
+    NOT_FOUND = "not_found"
+    RATE_LIMITED = "rate_limited"
+    SERVER = "server"
+    NETWORK = "network"
+    BAD_RESPONSE = "bad_response"
+
+    @property
+    def transient(self) -> bool:
+        return self in TRANSIENT_KINDS
+
+
+TRANSIENT_KINDS = frozenset(
+    {FetchKind.RATE_LIMITED, FetchKind.SERVER, FetchKind.NETWORK, FetchKind.BAD_RESPONSE}
+)
+
+
+@dataclass(frozen=True)
+class FetchError:
+    kind: FetchKind
+    detail: str = ""
+    retry_after: float | None = None  # seconds, when the marketplace said so
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the marketplace says about one item right now."""
+
+    item_code: str
+    price: int | None
+    in_stock: bool
+    observed_at: dt.datetime
+    shipping: int | None = None
+    name: str = ""
+    url: str = ""
+    image_url: str = ""
+    shop_name: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def effective_price(self) -> int | None:
+        return effective_price(self.price, self.shipping)
+
+    def unit_price(self, units_per_pack: int | None) -> Decimal | None:
+        return unit_price(self.effective_price, units_per_pack)
+
+    def as_json(self) -> dict:
+        return {
+            "item_code": self.item_code,
+            "price": self.price,
+            "shipping": self.shipping,
+            "in_stock": self.in_stock,
+            "observed_at": self.observed_at.isoformat(),
+        }
+
+
+FetchResult = Observation | FetchError
+
+
+class Marketplace(Protocol):
+    source: str
+
+    def fetch(self, item_codes: Iterable[str]) -> dict[str, FetchResult]:
+        """One result per requested code; never raises for an outcome of the outside world."""
+        ...
+
+
+@cache
+def _adapter_class(path: str) -> type:
+    return import_string(path)
+
+
+def get_marketplace(source: str) -> Marketplace:
+    try:
+        path = settings.MARKETPLACE_ADAPTERS[source]
+    except KeyError:
+        raise LookupError(f"no marketplace adapter configured for source {source!r}") from None
+    return _adapter_class(path)()

@@ -1,0 +1,227 @@
+"""The domain: what we watch (listings and their price history), who watches (anonymous
+devices) and how (watches with a trigger and its parameters)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Source(models.TextChoices):
+    DEMO = "demo", _("Demo market")
+    RAKUTEN = "rakuten", _("Rakuten Ichiba")
+
+
+class Trigger(models.TextChoices):
+    TARGET_PRICE = "target_price", _("At or below my price")
+    PRICE_DROP = "price_drop", _("Drops by a percentage")
+    LOWEST = "lowest", _("Lowest in 90 days")
+    BACK_IN_STOCK = "back_in_stock", _("Back in stock")
+
+
+class Channel(models.TextChoices):
+    """How a device is reached. Each outbox row goes out on its device's channel."""
+
+    WEBPUSH = "webpush", _("Web Push")
+    CONSOLE = "console", _("Console (development)")
+
+
+class Listing(models.Model):
+    """One item on one marketplace, with its price and stock as last seen."""
+
+    source = models.CharField(max_length=20, choices=Source.choices)
+    item_code = models.CharField(max_length=200)
+    name = models.CharField(max_length=500, blank=True)
+    shop_name = models.CharField(max_length=200, blank=True)
+    category = models.CharField(max_length=100, blank=True)
+    url = models.URLField(max_length=1000, blank=True)
+    image_url = models.URLField(max_length=1000, blank=True)
+    units_per_pack = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Rolls, grams, millilitres… per pack, for unit price")
+    )
+    unit_label = models.CharField(max_length=20, blank=True, help_text=_("e.g. roll, g, ml"))
+    price = models.PositiveIntegerField(null=True, blank=True, help_text=_("Yen, as last seen"))
+    shipping = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Yen; 0 is free shipping, empty is unknown")
+    )
+    in_stock = models.BooleanField(null=True, blank=True)
+    paused = models.BooleanField(default=False, help_text=_("Staff stopped tracking it"))
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=200, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "item_code"], name="listing_source_code"),
+        ]
+        indexes = [
+            # Polling: active listings, least recently polled first.
+            models.Index(
+                fields=["last_polled_at"], name="listing_poll_due", condition=Q(paused=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or f"{self.source}:{self.item_code}"
+
+    @property
+    def effective_price(self) -> int | None:
+        return effective_price(self.price, self.shipping)
+
+    @property
+    def unit_price(self) -> Decimal | None:
+        return unit_price(self.effective_price, self.units_per_pack)
+
+
+def effective_price(price: int | None, shipping: int | None) -> int | None:
+    """Price plus shipping where shipping is known: what the shopper really pays."""
+    if price is None:
+        return None
+    return price + (shipping or 0)
+
+
+def unit_price(price: int | None, units_per_pack: int | None) -> Decimal | None:
+    if price is None or not units_per_pack:
+        return None
+    return (Decimal(price) / Decimal(units_per_pack)).quantize(Decimal("0.01"))
+
+
+class PricePoint(models.Model):
+    """One observation of a listing: the history that charts and triggers read."""
+
+    listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="price_points")
+    observed_at = models.DateTimeField()
+    price = models.PositiveIntegerField(null=True, blank=True)
+    shipping = models.PositiveIntegerField(null=True, blank=True)
+    in_stock = models.BooleanField()
+
+    class Meta:
+        indexes = [
+            # History of one listing over a window (charts, typical price, 90-day low).
+            models.Index(fields=["listing", "observed_at"], name="pricepoint_listing_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.listing_id} {self.observed_at:%Y-%m-%d %H:%M} {self.price}"
+
+    @property
+    def effective_price(self) -> int | None:
+        return effective_price(self.price, self.shipping)
+
+
+class Device(models.Model):
+    """An anonymous person: their browser is their identity. Only a hash of the token that
+    their cookie carries is stored."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    channel = models.CharField(max_length=20, choices=Channel.choices, default=Channel.WEBPUSH)
+    language = models.CharField(max_length=10, default="ja")
+    push_endpoint = models.URLField(max_length=1000, blank=True)
+    push_p256dh = models.CharField(max_length=100, blank=True)
+    push_auth = models.CharField(max_length=50, blank=True)
+    push_active = models.BooleanField(default=False)
+    push_subscribed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"device {self.short_id}"
+
+    @property
+    def short_id(self) -> str:
+        return self.token_hash[:8]
+
+    @property
+    def can_receive(self) -> bool:
+        """Whether the device's channel can reach it at all right now."""
+        if self.channel == Channel.WEBPUSH:
+            return self.push_active and bool(self.push_endpoint)
+        return True
+
+
+class LiveWatchManager(models.Manager):
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(removed_at__isnull=True)
+
+
+class Watch(models.Model):
+    """One device watching one listing with one trigger."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="watches")
+    listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="watches")
+    trigger = models.CharField(max_length=20, choices=Trigger.choices)
+    target_price = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Yen (per unit when comparing unit prices)")
+    )
+    drop_percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    use_unit_price = models.BooleanField(default=False)
+    paused = models.BooleanField(default=False)
+    removed_at = models.DateTimeField(null=True, blank=True)
+    # The baseline last delivered (the compared value: effective or unit price), moved only
+    # when a notification is really sent.
+    last_notified_price = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True
+    )
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = models.Manager()
+    live = LiveWatchManager()
+
+    class Meta:
+        verbose_name_plural = "watches"
+        indexes = [
+            # Polling: the live watches of one listing.
+            models.Index(
+                fields=["listing"], name="watch_live_by_listing", condition=Q(removed_at=None)
+            ),
+            # Pages: one device's watches.
+            models.Index(fields=["device", "created_at"], name="watch_by_device"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(drop_percent__isnull=True) | Q(drop_percent__gte=1, drop_percent__lte=90),
+                name="watch_drop_percent_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_trigger_display()} on {self.listing}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.removed_at is None and not self.paused
+
+
+class DemoProduct(models.Model):
+    """The built-in demo marketplace's catalogue. Staff edit price, stock and even a simulated
+    fault in admin, and watch the outbox react."""
+
+    class Fault(models.TextChoices):
+        NONE = "", _("None (answers normally)")
+        RATE_LIMITED = "rate_limited", _("Rate limited")
+        SERVER = "server", _("Server error")
+        NETWORK = "network", _("Network error")
+        BAD_RESPONSE = "bad_response", _("Malformed response")
+
+    item_code = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=500)
+    shop_name = models.CharField(max_length=200, default="Yasugoro Demo Shop")
+    category = models.CharField(max_length=100, blank=True)
+    image_url = models.URLField(max_length=1000, blank=True)
+    units_per_pack = models.PositiveIntegerField(null=True, blank=True)
+    unit_label = models.CharField(max_length=20, blank=True)
+    price = models.PositiveIntegerField()
+    shipping = models.PositiveIntegerField(null=True, blank=True)
+    in_stock = models.BooleanField(default=True)
+    fault = models.CharField(max_length=20, choices=Fault.choices, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.item_code} {self.name}"
