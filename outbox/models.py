@@ -68,6 +68,9 @@ class Outbox(models.Model):
     channel = models.CharField(max_length=20, choices=Channel.choices)
     trigger = models.CharField(max_length=20, choices=Trigger.choices)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # Written by every transition's UPDATE (`previous_status = status`) so the event can
+    # record where the row came from.
+    previous_status = models.CharField(max_length=10, choices=Status.choices, blank=True)
     reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
     detail = models.TextField(blank=True)
     detected_at = models.DateTimeField()

@@ -123,6 +123,10 @@ X_FRAME_OPTIONS = "DENY"
 OUTBOX_MAX_RETRY = env_int("OUTBOX_MAX_RETRY", 8, minimum=0)
 OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300, minimum=10)
 OUTBOX_BATCH_SIZE = env_int("OUTBOX_BATCH_SIZE", 500, minimum=1)
+# A cycle stops claiming new batches after this long, so cycles never pile up on each other.
+OUTBOX_CYCLE_SECONDS = env_int("OUTBOX_CYCLE_SECONDS", 50, minimum=1)
+# Delivery waits on the network: a bounded pool of threads per dispatcher.
+OUTBOX_DELIVERY_WORKERS = env_int("OUTBOX_DELIVERY_WORKERS", 8, minimum=1)
 OUTBOX_BACKOFF_BASE_SECONDS = 30
 OUTBOX_BACKOFF_CAP_SECONDS = 30 * 60
 # The service's day for the one-notification-per-day rule; pinned in the migration too.

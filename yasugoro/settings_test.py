@@ -9,8 +9,3 @@ SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# Channels and marketplaces that tests plug in by name (fakes of the outside world).
-OUTBOX_CHANNEL_CLASSES = {
-    **OUTBOX_CHANNEL_CLASSES,  # noqa: F405
-    "test": "tests.fakes.channel.RecordingChannel",
-}

@@ -1,0 +1,124 @@
+"""The one door into delivery: idempotent enqueue.
+
+The database folds duplicates: a partial unique index on (watch, trigger, service day of
+detected_at, channel) and `INSERT … ON CONFLICT DO NOTHING`, whose row count says whether a row
+was really inserted. Not `INSERT OR IGNORE` (it would also swallow NOT NULL and CHECK errors),
+and not `bulk_create(ignore_conflicts=True)` (it cannot tell what was inserted).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from outbox.models import Outbox, Status
+from watches.models import Watch
+
+_COLUMNS = (
+    "watch",
+    "device",
+    "channel",
+    "trigger",
+    "status",
+    "previous_status",
+    "reason",
+    "detail",
+    "detected_at",
+    "detected_payload",
+    "retry_count",
+    "attempts",
+    "next_attempt_at",
+    "claimed_by",
+    "created_at",
+    "updated_at",
+)
+# Rows per INSERT: 16 parameters each stays far below SQLite's 32,766.
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One notification to enqueue: what fired, for whom, when, and the snapshot of why."""
+
+    watch_id: int
+    device_id: int
+    channel: str
+    trigger: str
+    detected_at: dt.datetime
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_watch(
+        cls, watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]
+    ) -> Detection:
+        return cls(
+            watch_id=watch.pk,
+            device_id=watch.device_id,
+            channel=watch.device.channel,
+            trigger=watch.trigger,
+            detected_at=detected_at,
+            payload=payload,
+        )
+
+
+def enqueue(watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]) -> bool:
+    """Enqueue one notification for `watch`. True only when a row was really inserted; False
+    when the database folded it into the row already holding that watch/trigger/day/channel."""
+    return enqueue_many([Detection.for_watch(watch, detected_at, payload)]) == 1
+
+
+def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = None) -> int:
+    """Enqueue many detections in few statements. Returns how many rows were inserted."""
+    now = now or timezone.now()
+    fields = [Outbox._meta.get_field(name) for name in _COLUMNS]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    table = connection.ops.quote_name(Outbox._meta.db_table)
+    inserted = 0
+    batch: list[list[Any]] = []
+
+    def flush() -> int:
+        if not batch:
+            return 0
+        sql = (
+            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row_sql] * len(batch))} "
+            "ON CONFLICT DO NOTHING"
+        )
+        params = [value for row in batch for value in row]
+        batch.clear()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+
+    with transaction.atomic():
+        for d in detections:
+            values = {
+                "watch": d.watch_id,
+                "device": d.device_id,
+                "channel": d.channel,
+                "trigger": d.trigger,
+                "status": Status.PENDING.value,
+                "previous_status": "",
+                "reason": "",
+                "detail": "",
+                "detected_at": d.detected_at,
+                "detected_payload": dict(d.payload),
+                "retry_count": 0,
+                "attempts": 0,
+                "next_attempt_at": now,
+                "claimed_by": "",
+                "created_at": now,
+                "updated_at": now,
+            }
+            # get_db_prep_save gives each database its own format (SQLite's datetime text,
+            # PostgreSQL's jsonb adapter), exactly as the ORM would write it.
+            batch.append([f.get_db_prep_save(values[f.name], connection) for f in fields])
+            if len(batch) >= _CHUNK:
+                inserted += flush()
+        inserted += flush()
+    return inserted

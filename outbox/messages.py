@@ -1,0 +1,80 @@
+"""What a notification says, built from the value re-fetched right before sending."""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+
+from django.utils import translation
+from django.utils.translation import gettext as _
+
+from outbox.channels.base import Message
+from outbox.models import DEDUP_ZONE, Outbox
+from watches.marketplaces.base import Observation
+from watches.models import Listing, Trigger, Watch
+from watches.triggers import Judgement
+
+_TITLE_LIMIT = 60
+
+
+def yen(amount: int | float | None) -> str:
+    if amount is None:
+        return "—"
+    return f"¥{round(amount):,}"
+
+
+def dedup_key(row: Outbox) -> str:
+    """The row's identity as the device sees it: watch, trigger, service day, channel — the
+    same tuple the unique index folds on, so a duplicate delivery replaces the first."""
+    return f"w{row.watch_id}-{row.trigger}-{local_day(row.detected_at):%Y%m%d}"
+
+
+def topic(row: Outbox) -> str:
+    """≤ 32 URL-safe characters from watch and trigger, so the push service replaces an
+    undelivered older message for the same watch instead of queueing both."""
+    return f"w{row.watch_id}-{row.trigger}"[:32]
+
+
+def build_message(
+    row: Outbox, watch: Watch, listing: Listing, fresh: Observation, judgement: Judgement,
+    language: str = "ja",
+) -> Message:
+    price = fresh.effective_price
+    with translation.override(language):
+        name = listing.name or fresh.name or listing.item_code
+        title = name if len(name) <= _TITLE_LIMIT else name[: _TITLE_LIMIT - 1] + "…"
+        if watch.trigger == Trigger.BACK_IN_STOCK:
+            body = _("Back in stock at %(price)s.") % {"price": yen(price)}
+        elif watch.trigger == Trigger.TARGET_PRICE:
+            body = _("Now %(price)s — at or below your %(target)s.") % {
+                "price": yen(price),
+                "target": yen(watch.target_price),
+            }
+        elif watch.trigger == Trigger.PRICE_DROP:
+            typical = row.detected_payload.get("typical")
+            body = _("Now %(price)s — well below its usual %(typical)s.") % {
+                "price": yen(price),
+                "typical": yen(float(typical)) if typical else "—",
+            }
+        else:
+            body = _("Now %(price)s — the lowest in 90 days.") % {"price": yen(price)}
+        if watch.use_unit_price and listing.units_per_pack and judgement.value is not None:
+            body += " " + _("(%(unit)s per %(label)s)") % {
+                "unit": f"¥{judgement.value:,.2f}",
+                "label": listing.unit_label or _("unit"),
+            }
+    return Message(
+        title=title,
+        body=body,
+        url=f"/listings/{listing.pk}/",
+        tag=dedup_key(row),
+        topic=topic(row),
+        listing_id=listing.pk,
+        price=price,
+        urgency="high" if watch.trigger == Trigger.BACK_IN_STOCK else "normal",
+        icon=listing.image_url,
+    )
+
+
+def local_day(moment: dt.datetime) -> dt.date:
+    return moment.astimezone(zoneinfo.ZoneInfo(DEDUP_ZONE)).date()

@@ -1,0 +1,10 @@
+"""django-q2 entry points. Thin: each calls one plain function."""
+
+from __future__ import annotations
+
+from outbox.dispatch import run_cycle
+
+
+def dispatch() -> dict[str, int]:
+    """Schedule `outbox-dispatch`, every minute."""
+    return run_cycle().counts()

@@ -1,0 +1,36 @@
+"""Shared fixtures. Tests run on SQLite by default; `-m postgres` tests skip unless
+DATABASE_URL points at PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from tests.fakes.channel import RecordingChannel
+
+
+def pytest_collection_modifyitems(config, items):
+    from django.conf import settings
+
+    on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://… (CI does)")
+    for item in items:
+        if "postgres" in item.keywords and not on_postgres:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def recording_channel(settings):
+    """Route the console channel to a recorder of deliveries."""
+    settings.OUTBOX_CHANNEL_CLASSES = {
+        **settings.OUTBOX_CHANNEL_CLASSES,
+        "console": "tests.fakes.channel.RecordingChannel",
+    }
+    RecordingChannel.reset()
+    yield RecordingChannel
+    RecordingChannel.reset()
+
+
+@pytest.fixture
+def vendor() -> str:
+    return connection.vendor

@@ -1,0 +1,80 @@
+"""factory-boy factories for the domain and the outbox."""
+
+from __future__ import annotations
+
+import secrets
+
+import factory
+from django.utils import timezone
+
+from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
+
+
+class DemoProductFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DemoProduct
+        django_get_or_create = ("item_code",)
+
+    item_code = factory.Sequence(lambda n: f"demo-item-{n}")
+    name = factory.Sequence(lambda n: f"トイレットペーパー 12ロール No.{n}")
+    category = "トイレットペーパー"
+    price = 1000
+    shipping = 0
+    in_stock = True
+    units_per_pack = 12
+    unit_label = "roll"
+
+
+class ListingFactory(factory.django.DjangoModelFactory):
+    """A demo-marketplace listing, with its DemoProduct (the marketplace's side) alongside."""
+
+    class Meta:
+        model = Listing
+
+    source = "demo"
+    item_code = factory.Sequence(lambda n: f"demo-listing-{n}")
+    name = factory.Sequence(lambda n: f"洗濯洗剤 詰め替え No.{n}")
+    shop_name = "Yasugoro Demo Shop"
+    category = "洗剤"
+    price = 1000
+    shipping = 0
+    in_stock = True
+    units_per_pack = 12
+    unit_label = "roll"
+    last_polled_at = factory.LazyFunction(timezone.now)
+
+    @factory.post_generation
+    def product(self, create, extracted, **kwargs):
+        if create and self.source == "demo" and extracted is not False:
+            DemoProductFactory(
+                item_code=self.item_code, name=self.name, price=self.price or 1,
+                shipping=self.shipping, in_stock=bool(self.in_stock),
+                units_per_pack=self.units_per_pack, **kwargs,
+            )
+
+
+class DeviceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Device
+
+    token_hash = factory.LazyFunction(lambda: secrets.token_hex(32))
+    channel = Channel.CONSOLE
+    language = "en"
+
+
+class SubscribedDeviceFactory(DeviceFactory):
+    channel = Channel.WEBPUSH
+    push_endpoint = factory.Sequence(lambda n: f"https://push.example.test/send/{n}")
+    push_p256dh = "BOr" + "A" * 84
+    push_auth = "A" * 22
+    push_active = True
+
+
+class WatchFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Watch
+
+    device = factory.SubFactory(DeviceFactory)
+    listing = factory.SubFactory(ListingFactory)
+    trigger = Trigger.TARGET_PRICE
+    target_price = 1200

@@ -1,0 +1,32 @@
+"""A delivery channel that records what it was asked to deliver and can be told to fail.
+
+Stands in for the outside world (a push service) in dispatcher tests that are not about Web
+Push itself; the Web Push tests use a real HTTP fake instead."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from outbox.channels.base import DeliveryError, Message
+
+
+class RecordingChannel:
+    name = "recording"
+    lock = threading.Lock()
+    delivered: list[tuple[int, Message]] = []
+    # Errors to raise, in order, before delivering normally again.
+    failures: deque[DeliveryError] = deque()
+
+    @classmethod
+    def reset(cls) -> None:
+        with cls.lock:
+            cls.delivered = []
+            cls.failures = deque()
+
+    def deliver(self, row, message: Message) -> dict | None:
+        with self.lock:
+            if self.failures:
+                raise self.failures.popleft()
+            self.delivered.append((row.pk, message))
+        return None

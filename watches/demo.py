@@ -1,0 +1,165 @@
+"""The demo world: a catalogue of everyday consumables on the built-in demo marketplace, with
+90 days of plausible price history, so a fresh `make run` has something to watch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from watches.models import Channel, DemoProduct, Device, Listing, PricePoint, Trigger, Watch
+
+
+@dataclass(frozen=True)
+class DemoItem:
+    code: str
+    name: str
+    category: str
+    price: int
+    units: int | None
+    unit_label: str
+    shipping: int | None = 0
+
+
+CATALOGUE: tuple[DemoItem, ...] = (
+    DemoItem("tp-scottie-12r", "スコッティ フラワーパック トイレットペーパー 12ロール ダブル", "トイレットペーパー", 598, 12, "roll"),
+    DemoItem("tp-nepia-18r", "ネピア 鼻セレブ トイレットロール 18ロール", "トイレットペーパー", 1180, 18, "roll"),
+    DemoItem("tp-elleair-24r", "エリエール トイレットティシュー 24ロール シングル 100m", "トイレットペーパー", 1480, 24, "roll"),
+    DemoItem("ts-kleenex-5p", "クリネックス ティシュー 5箱パック 360枚", "ティッシュ", 438, 5, "box"),
+    DemoItem("dt-attack-zero-2k", "アタックZERO 洗濯洗剤 詰め替え 超特大 2.0kg", "洗剤", 1298, 2000, "g"),
+    DemoItem("dt-ariel-gel-12", "アリエール ジェルボール4D 12個入", "洗剤", 498, 12, "pc"),
+    DemoItem("dt-joy-1l", "ジョイ W除菌 食器用洗剤 詰め替え 1065ml", "洗剤", 548, 1065, "ml"),
+    DemoItem("dt-bold-refill", "ボールド ジェル 洗濯洗剤 詰め替え 超ジャンボ 1.68kg", "洗剤", 1078, 1680, "g"),
+    DemoItem("cf-ucc-golden-1k", "UCC ゴールドスペシャル コーヒー豆(粉) 1kg", "コーヒー", 1580, 1000, "g"),
+    DemoItem("cf-key-drip-40", "キーコーヒー ドリップオン バラエティパック 40杯", "コーヒー", 1098, 40, "cup"),
+    DemoItem("cf-nescafe-gold-120", "ネスカフェ ゴールドブレンド 詰め替え 120g", "コーヒー", 988, 120, "g"),
+    DemoItem("cf-boss-can-24", "サントリー BOSS 無糖ブラック 185g×24本", "コーヒー", 2180, 24, "can", None),
+    DemoItem("pf-chao-churu-60", "いなば CIAO ちゅ〜る まぐろ 14g×60本", "ペットフード", 1980, 60, "pc"),
+    DemoItem("pf-canin-indoor-4k", "ロイヤルカナン インドア 成猫用 4kg", "ペットフード", 7480, 4000, "g", 500),
+    DemoItem("pf-pedigree-8k", "ペディグリー 成犬用 旨みビーフ&緑黄色野菜 8kg", "ペットフード", 3280, 8000, "g"),
+    DemoItem("pf-unicharm-sheet-100", "ユニ・チャーム デオシート 厚型 レギュラー 100枚", "ペットフード", 1680, 100, "sheet"),
+    DemoItem("sh-merit-refill-2l", "メリット シャンプー 詰め替え 大容量 2000ml", "シャンプー", 1380, 2000, "ml"),
+    DemoItem("sh-biore-u-refill", "ビオレu ボディウォッシュ 詰め替え 1.35L", "シャンプー", 798, 1350, "ml"),
+    DemoItem("wt-iroha-24", "い・ろ・は・す 天然水 555ml×24本", "飲料", 1280, 24, "bottle", None),
+    DemoItem("wt-suntory-2l-9", "サントリー 天然水 2L×9本", "飲料", 1180, 9, "bottle", None),
+    DemoItem("kt-saran-wrap", "サランラップ 30cm×50m 5本パック", "キッチン", 1298, 5, "roll"),
+    DemoItem("kt-ziploc-l-60", "ジップロック フリーザーバッグ L 60枚", "キッチン", 698, 60, "bag"),
+    DemoItem("dp-merries-l-108", "メリーズ パンツ Lサイズ 54枚×2パック", "おむつ", 3980, 108, "sheet"),
+    DemoItem("dp-moony-m-64", "ムーニーマン エアフィット M 64枚", "おむつ", 1680, 64, "sheet"),
+)
+
+
+def set_product(code: str, *, price: int | None = None, in_stock: bool | None = None) -> DemoProduct:
+    """Change one demo product's price and/or stock."""
+    if price is not None and not 1 <= price <= 10_000_000:
+        raise ValueError("price must be between ¥1 and ¥10,000,000")
+    try:
+        product = DemoProduct.objects.get(item_code=code)
+    except DemoProduct.DoesNotExist:
+        raise LookupError(f"no demo product {code!r} (see `demo_market list`)") from None
+    if price is not None:
+        product.price = price
+    if in_stock is not None:
+        product.in_stock = in_stock
+    product.save()
+    return product
+
+
+def _history(item: DemoItem, now: dt.datetime) -> list[tuple[dt.datetime, int, bool]]:
+    """90 days of a plausible price: small wobbles, a sale now and then, rare stock-outs.
+    Deterministic per item, so seeding twice writes the same history."""
+    rng = random.Random(hashlib.sha256(item.code.encode()).digest())
+    points = []
+    price = item.price
+    start = now - dt.timedelta(days=90)
+    steps = 90 * 3  # every 8 hours
+    for step in range(steps):
+        at = start + dt.timedelta(hours=8 * step)
+        roll = rng.random()
+        if roll < 0.04:
+            price = round(item.price * rng.uniform(0.72, 0.88))  # a sale
+        elif roll < 0.12:
+            price = item.price  # back to list price
+        else:
+            price = max(1, round(price * rng.uniform(0.985, 1.015)))
+        in_stock = rng.random() > 0.02
+        points.append((at, price, in_stock))
+    return points
+
+
+@transaction.atomic
+def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
+    """Load the demo catalogue, its listings with 90 days of history, and a demo watcher whose
+    notifications go to the console. Idempotent: running it again adds nothing."""
+    now = now or timezone.now()
+    created = {"products": 0, "listings": 0, "price_points": 0, "watches": 0}
+    for item in CATALOGUE:
+        product, made = DemoProduct.objects.get_or_create(
+            item_code=item.code,
+            defaults={
+                "name": item.name,
+                "category": item.category,
+                "price": item.price,
+                "shipping": item.shipping,
+                "units_per_pack": item.units,
+                "unit_label": item.unit_label,
+            },
+        )
+        created["products"] += made
+        listing, made = Listing.objects.get_or_create(
+            source="demo",
+            item_code=item.code,
+            defaults={
+                "name": item.name,
+                "shop_name": product.shop_name,
+                "category": item.category,
+                "units_per_pack": item.units,
+                "unit_label": item.unit_label,
+                "price": product.price,
+                "shipping": product.shipping,
+                "in_stock": product.in_stock,
+                "last_polled_at": now,
+            },
+        )
+        created["listings"] += made
+        if not listing.price_points.exists():
+            history = _history(item, now)
+            PricePoint.objects.bulk_create(
+                PricePoint(listing=listing, observed_at=at, price=price, shipping=item.shipping, in_stock=ok)
+                for at, price, ok in history
+            )
+            created["price_points"] += len(history)
+    created["watches"] = _seed_demo_watcher()
+    return created
+
+
+DEMO_DEVICE_MARK = "demo-watcher"
+
+
+def _seed_demo_watcher() -> int:
+    """A console-channel device watching a few items, so `make run` shows the outbox at work
+    without a browser subscription. Nobody can log in as it."""
+    # Not a hex digest, so no cookie token can ever hash to it.
+    device, _ = Device.objects.get_or_create(
+        token_hash=DEMO_DEVICE_MARK,
+        defaults={"channel": Channel.CONSOLE, "language": "ja"},
+    )
+    wanted = [
+        ("tp-scottie-12r", Trigger.TARGET_PRICE, {"target_price": 560}),
+        ("dt-attack-zero-2k", Trigger.PRICE_DROP, {"drop_percent": 10}),
+        ("cf-ucc-golden-1k", Trigger.LOWEST, {}),
+        ("pf-chao-churu-60", Trigger.BACK_IN_STOCK, {}),
+        ("tp-nepia-18r", Trigger.TARGET_PRICE, {"target_price": 60, "use_unit_price": True}),
+    ]
+    made = 0
+    for code, trigger, params in wanted:
+        listing = Listing.objects.get(source="demo", item_code=code)
+        _, was_made = Watch.objects.get_or_create(
+            device=device, listing=listing, trigger=trigger, removed_at=None, defaults=params
+        )
+        made += was_made
+    return made
