@@ -83,7 +83,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # share one database the way separate processes would.
     _db["TEST"] = {"NAME": str(VAR_DIR / "test-yasugoro.sqlite3")}
 elif _db["ENGINE"] == "django.db.backends.postgresql":
-    pass
+    # Separate checkouts on one server can each have their own test database.
+    _db["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME") or f"test_{_db['NAME']}"}
 else:
     raise ImproperlyConfigured("DATABASE_URL must point at SQLite or PostgreSQL")
 DATABASES = {"default": _db}
