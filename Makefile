@@ -18,6 +18,7 @@ $(VENV)/.installed: requirements.txt
 # Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
 run: $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py vapid_keys --ensure
 	DEBUG=1 $(PY) manage.py seed_demo
 	@echo "Pages: http://$(HOST):$(PORT)/   Admin: http://$(HOST):$(PORT)/admin/ (create a staff user: make superuser)"
 	@DEBUG=1 $(PY) manage.py qcluster & QPID=$$!; \

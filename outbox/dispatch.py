@@ -36,13 +36,20 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from outbox.messages import build_message
 from outbox.models import DUE_STATUSES, DispatchRun, Outbox, Reason, Status
 from outbox.transitions import EventInfo, transition
-from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation, get_marketplace
+from watches.marketplaces.base import (
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    get_marketplace,
+)
 from watches.models import Channel, Device, Listing, PricePoint, Watch
 from watches.triggers import Judgement, recheck
 
@@ -138,7 +145,9 @@ def run_cycle(
         cycle.result.recovered = recover_expired_leases(cycle.now)
         remaining = limit
         while remaining is None or remaining > 0:
-            size = settings.OUTBOX_BATCH_SIZE if remaining is None else min(remaining, settings.OUTBOX_BATCH_SIZE)
+            size = settings.OUTBOX_BATCH_SIZE
+            if remaining is not None:
+                size = min(remaining, size)
             claimed = claim_due(cycle.holder, size, cycle.now)
             cycle.result.claimed += len(claimed)
             if claimed:
@@ -265,7 +274,11 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
         judgement = recheck(
             row.watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
         )
-        facts = {"fresh": result.as_json(), "value": _str(judgement.value), "line": _str(judgement.line)}
+        facts = {
+            "fresh": result.as_json(),
+            "value": _str(judgement.value),
+            "line": _str(judgement.line),
+        }
         key = (row.watch_id, row.channel)
         if judgement.holds and key in seen:
             judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
@@ -318,7 +331,8 @@ def _refetch(cycle: _Cycle, listings: Iterable[Listing]) -> None:
             results = get_marketplace(source).fetch(codes)
         except Exception as exc:  # a bug in an adapter must not stop the cycle
             log.exception("marketplace %s failed", source)
-            results = {code: FetchError(FetchKind.BAD_RESPONSE, f"{type(exc).__name__}: {exc}") for code in codes}
+            error = FetchError(FetchKind.BAD_RESPONSE, f"{type(exc).__name__}: {exc}")
+            results = dict.fromkeys(codes, error)
         for listing in group:
             result = results.get(listing.item_code) or FetchError(
                 FetchKind.BAD_RESPONSE, "the marketplace did not answer for this item"
@@ -335,8 +349,10 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
     for listing, result in fresh:
         if isinstance(result, Observation):
             points.append(PricePoint(listing=listing, observed_at=result.observed_at,
-                                     price=result.price, shipping=result.shipping, in_stock=result.in_stock))
-            listing.price, listing.shipping, listing.in_stock = result.price, result.shipping, result.in_stock
+                                     price=result.price, shipping=result.shipping,
+                                     in_stock=result.in_stock))
+            listing.price, listing.shipping = result.price, result.shipping
+            listing.in_stock = result.in_stock
             listing.last_polled_at, listing.last_error = result.observed_at, ""
         elif result.kind == FetchKind.EMPTY:
             points.append(PricePoint(listing=listing, observed_at=now, price=listing.price,
@@ -350,7 +366,8 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
     with transaction.atomic():
         PricePoint.objects.bulk_create(points, batch_size=500)
         Listing.objects.bulk_update(
-            changed, ["price", "shipping", "in_stock", "last_polled_at", "last_error", "last_error_at"],
+            changed,
+            ["price", "shipping", "in_stock", "last_polled_at", "last_error", "last_error_at"],
             batch_size=500,
         )
 
@@ -408,12 +425,23 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
             )
             lost = len(ids) - len(won)
             if lost:
-                log.warning("%d row(s) were taken over before %s could record them", lost, cycle.holder)
+                log.warning(
+                    "%d row(s) were taken over before %s could record them", lost, cycle.holder
+                )
             setattr(cycle.result, to.value, getattr(cycle.result, to.value) + len(won))
             if to == Status.SENT and won:
                 _advance_baselines([(by_row[i], outcomes[i]) for i in won], now)
             if reason == Reason.SUBSCRIPTION_GONE and won:
-                Device.objects.filter(id__in={by_row[i].device_id for i in won}).update(push_active=False)
+                _deactivate_gone([by_row[i].device for i in won])
+
+
+def _deactivate_gone(devices: list[Device]) -> None:
+    """Deactivate the subscriptions the push service called gone — by device *and* endpoint:
+    a browser that re-subscribed while we were sending keeps its new subscription."""
+    gone = Q()
+    for pk, endpoint in {(device.pk, device.push_endpoint) for device in devices}:
+        gone |= Q(pk=pk, push_endpoint=endpoint)
+    Device.objects.filter(gone).update(push_active=False)
 
 
 def _advance_baselines(sent: list[tuple[Outbox, _Outcome]], now: dt.datetime) -> None:

@@ -126,8 +126,23 @@ class Device(models.Model):
     push_auth = models.CharField(max_length=50, blank=True)
     push_active = models.BooleanField(default=False)
     push_subscribed_at = models.DateTimeField(null=True, blank=True)
+    # A pending "move to another browser" link: only the hash of its token, and when it stops
+    # working. Null when there is none; redeeming it clears both (single use).
+    transfer_token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    transfer_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # One push subscription belongs to one device: the same endpoint sent again (or
+            # from another device in the same browser) moves, it is never stored twice.
+            models.UniqueConstraint(
+                fields=["push_endpoint"],
+                name="device_one_per_push_endpoint",
+                condition=~Q(push_endpoint=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"device {self.short_id}"
@@ -186,7 +201,8 @@ class Watch(models.Model):
         ]
         constraints = [
             models.CheckConstraint(
-                condition=Q(drop_percent__isnull=True) | Q(drop_percent__gte=1, drop_percent__lte=90),
+                condition=Q(drop_percent__isnull=True)
+                | Q(drop_percent__gte=1, drop_percent__lte=90),
                 name="watch_drop_percent_range",
             ),
         ]

@@ -6,6 +6,7 @@ key pair) lives in `var/`, which is git-ignored.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -43,6 +44,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Sets or clears the anonymous device cookie when a view created, moved or deleted one.
+    "watches.devices.DeviceCookieMiddleware",
 ]
 
 ROOT_URLCONF = "yasugoro.urls"
@@ -116,7 +119,9 @@ SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_PROXY", False) else None
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_PROXY", False) else None
+)
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
@@ -135,7 +140,54 @@ OUTBOX_DEDUP_ZONE = "Asia/Tokyo"
 # Channel name -> class implementing outbox.channels.base.Channel.
 OUTBOX_CHANNEL_CLASSES = {
     "console": "outbox.channels.console.ConsoleChannel",
+    "webpush": "outbox.channels.webpush.WebPushChannel",
 }
+
+# --- Anonymous devices --------------------------------------------------------------------
+# The device cookie carries the only copy of the device's token; the database keeps its hash.
+DEVICE_COOKIE_SECURE = not DEBUG
+DEVICE_COOKIE_MAX_AGE = 365 * 24 * 3600
+# How long a "move to another browser" link stays usable (it also works only once).
+DEVICE_TRANSFER_MINUTES = env_int("DEVICE_TRANSFER_MINUTES", 15, minimum=1)
+
+# --- Web Push -----------------------------------------------------------------------------
+# The VAPID private key: VAPID_PRIVATE_KEY (base64url raw, from `manage.py vapid_keys --print`)
+# or else the PEM file (created by `manage.py vapid_keys --ensure`, git-ignored under var/).
+VAPID_PRIVATE_KEY = env_str("VAPID_PRIVATE_KEY")
+VAPID_PRIVATE_KEY_FILE = Path(
+    env_str("VAPID_PRIVATE_KEY_FILE", str(VAR_DIR / "vapid_private_key.pem"))
+)
+# Who push services contact about our traffic: a mailto: or https: URL.
+VAPID_SUBJECT = env_str("VAPID_SUBJECT", "mailto:admin@localhost" if DEBUG else "")
+if not VAPID_SUBJECT:
+    raise ImproperlyConfigured(
+        "VAPID_SUBJECT (a mailto: or https: URL push services can reach you at) is required "
+        "when DEBUG is off"
+    )
+if not re.fullmatch(r"mailto:[^@\s]+@[^@\s]+|https://[^\s/?#]+[^\s]*", VAPID_SUBJECT):
+    raise ImproperlyConfigured(
+        f"VAPID_SUBJECT must be a mailto: or https: URL, got {VAPID_SUBJECT!r}"
+    )
+# Seconds a push service keeps a message for an offline browser. Zero would silently lose
+# every push to a browser that is not running, hence the floor.
+WEBPUSH_TTL = env_int("WEBPUSH_TTL", 8 * 3600, minimum=60)
+WEBPUSH_CONNECT_TIMEOUT = env_float("WEBPUSH_CONNECT_TIMEOUT", 5.0, minimum=0.1)
+WEBPUSH_READ_TIMEOUT = env_float("WEBPUSH_READ_TIMEOUT", 10.0, minimum=0.1)
+# The only places a subscription endpoint may point at, so the dispatcher can never be made
+# to POST to an arbitrary or internal address. An entry is a host (https on port 443; a
+# leading "*." matches any subdomain) or an exact origin such as "http://127.0.0.1:8765"
+# (tests put their fake push service here).
+PUSH_SERVICE_HOSTS = env_list(
+    "PUSH_SERVICE_HOSTS",
+    [
+        "fcm.googleapis.com",  # Chrome, Edge, Opera, Samsung Internet…
+        "updates.push.services.mozilla.com",  # Firefox
+        "web.push.apple.com",  # Safari (macOS, iOS home-screen apps)
+        "*.notify.windows.com",  # Windows Push Notification Services
+    ],
+)
+# A subscription's JSON is a few hundred bytes; anything much larger is not one.
+PUSH_SUBSCRIPTION_MAX_BYTES = 4096
 
 # --- Marketplaces -------------------------------------------------------------------------
 # Source name -> class implementing watches.marketplaces.base.Marketplace.

@@ -1,11 +1,29 @@
 """Settings for the test suite: production settings, minus what only gets in the way of a
 test client on plain HTTP."""
 
+import base64
+import os
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+# Production settings refuse to start without a VAPID subject when DEBUG is off.
+os.environ.setdefault("VAPID_SUBJECT", "mailto:tests@yasugoro.example")
+
 from yasugoro.settings import *  # noqa: F403
 
 SECURE_SSL_REDIRECT = False
 SECURE_HSTS_SECONDS = 0
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
+DEVICE_COOKIE_SECURE = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# A throwaway VAPID key per test run, so no test touches var/ or a real key.
+VAPID_PRIVATE_KEY = (
+    base64.urlsafe_b64encode(
+        ec.generate_private_key(ec.SECP256R1()).private_numbers().private_value.to_bytes(32, "big")
+    )
+    .rstrip(b"=")
+    .decode()
+)

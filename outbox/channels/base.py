@@ -53,7 +53,7 @@ class Message:
     url: str  # a path on our own site
     tag: str  # the row's dedup key: a duplicate that still arrives replaces the first
     topic: str  # ≤ 32 URL-safe characters: the push service replaces an undelivered one
-    listing_id: int
+    listing_id: int | None  # None for a message about no listing (a test notification)
     price: int | None
     urgency: str = "normal"
     icon: str = ""

@@ -1,0 +1,211 @@
+"""The Web Push channel: encrypt the message for one browser subscription (aes128gcm), sign
+the request with our VAPID key, and POST it to the subscription's push service.
+
+What the push service answers becomes a DeliveryError kind (the dispatcher's table turns
+kinds into outcomes):
+
+    201/202 (any 2xx)          sent
+    404, 410                   GONE          the subscription no longer exists
+    429                        RATE_LIMITED  honouring Retry-After
+    5xx, 408, timeouts,
+    refused/reset connections  SERVER / NETWORK   transient: retry
+    400, 401, 403, 413,
+    other 4xx, 3xx             REJECTED      our request is wrong; retrying cannot help
+
+A redirect is never followed: the endpoint was checked against PUSH_SERVICE_HOSTS, the place
+it redirects to was not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import threading
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+import requests
+from django.conf import settings
+from pywebpush import WebPushException, webpush
+
+from outbox import vapid
+from outbox.channels.base import DeliveryError, DeliveryKind, Message
+from watches.subscriptions import endpoint_allowed
+
+if TYPE_CHECKING:
+    from outbox.models import Outbox
+    from watches.models import Device
+
+log = logging.getLogger("outbox.webpush")
+
+URGENCIES = frozenset({"very-low", "low", "normal", "high"})
+# RFC 8030: a Topic is at most 32 characters of the base64url alphabet.
+_TOPIC_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
+# A push message body may be 4,096 bytes once encrypted (RFC 8291); keep the JSON well inside.
+_PAYLOAD_LIMIT = 3000
+# How much of a push service's refusal we keep for staff to read.
+RESPONSE_TEXT_LIMIT = 500
+
+_local = threading.local()
+
+
+class _NoRedirectSession(requests.Session):
+    def request(self, *args, **kwargs):
+        kwargs["allow_redirects"] = False
+        return super().request(*args, **kwargs)
+
+
+def _session() -> requests.Session:
+    """One keep-alive session per thread (the dispatcher delivers from a pool of threads;
+    a Session is not safe to share between them)."""
+    session = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = _NoRedirectSession()
+    return session
+
+
+class WebPushChannel:
+    name = "webpush"
+
+    def deliver(self, row: Outbox, message: Message) -> dict | None:
+        return self.deliver_to(row.device, message)
+
+    def deliver_to(self, device: Device, message: Message) -> dict:
+        """Push `message` to `device`'s subscription, or raise DeliveryError."""
+        if not device.push_endpoint or not device.push_p256dh or not device.push_auth:
+            raise DeliveryError(DeliveryKind.GONE, "the device has no push subscription")
+        if not endpoint_allowed(device.push_endpoint):
+            # Stored before the allowlist changed, or written around the subscribe view.
+            raise DeliveryError(
+                DeliveryKind.REJECTED, "the endpoint is not on PUSH_SERVICE_HOSTS; not sent"
+            )
+        try:
+            signer = vapid.signer()
+        except vapid.VapidKeyMissing as exc:
+            # A configuration problem staff can fix: keep the row alive meanwhile.
+            raise DeliveryError(DeliveryKind.SERVER, f"push is not configured: {exc}") from None
+        try:
+            response = webpush(
+                subscription_info={
+                    "endpoint": device.push_endpoint,
+                    "keys": {"p256dh": device.push_p256dh, "auth": device.push_auth},
+                },
+                data=json.dumps(payload(message), ensure_ascii=False, separators=(",", ":")),
+                vapid_private_key=signer,
+                # pywebpush writes aud and exp into this dict: a fresh one every call.
+                vapid_claims={"sub": settings.VAPID_SUBJECT},
+                ttl=settings.WEBPUSH_TTL,
+                headers=_headers(message),
+                timeout=(settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT),
+                requests_session=_session(),
+            )
+        except WebPushException as exc:
+            response = exc.response
+            if response is None or not 200 <= response.status_code < 300:
+                raise _from_response(response) from None
+        except requests.Timeout as exc:
+            raise DeliveryError(
+                DeliveryKind.NETWORK, f"push service timed out: {_name(exc)}"
+            ) from None
+        except requests.RequestException as exc:
+            raise DeliveryError(
+                DeliveryKind.NETWORK, f"push service unreachable: {_name(exc)}"
+            ) from None
+        if not 200 <= response.status_code < 300:
+            raise _from_response(response)
+        return {"status_code": response.status_code}
+
+
+def payload(message: Message) -> dict[str, Any]:
+    """What the service worker receives. `url` is a path on our site; the worker refuses
+    anything else. Trimmed to fit a push message when a very long name or icon URL would
+    not."""
+    data = {
+        "title": message.title,
+        "body": message.body,
+        "url": message.url,
+        "tag": message.tag,
+        "icon": message.icon,
+        "listing": message.listing_id,
+        "price": message.price,
+    }
+    if _size(data) > _PAYLOAD_LIMIT:
+        data["icon"] = ""
+    if _size(data) > _PAYLOAD_LIMIT:
+        data["body"] = data["body"][:200]
+        data["title"] = data["title"][:100]
+    return data
+
+
+def _size(data: dict) -> int:
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _headers(message: Message) -> dict[str, str]:
+    headers = {"Urgency": message.urgency if message.urgency in URGENCIES else "normal"}
+    if _TOPIC_RE.fullmatch(message.topic or ""):
+        headers["Topic"] = message.topic
+    elif message.topic:
+        log.warning("topic %r is not ≤ 32 base64url characters; sent without one", message.topic)
+    return headers
+
+
+def _from_response(response: requests.Response | None) -> DeliveryError:
+    if response is None:
+        return DeliveryError(DeliveryKind.NETWORK, "push service gave no response")
+    status = response.status_code
+    text = _text(response)
+    detail = f"push service answered {status}" + (f": {text}" if text else "")
+    if status in (404, 410):
+        return DeliveryError(DeliveryKind.GONE, detail, status_code=status)
+    if status == 429:
+        return DeliveryError(
+            DeliveryKind.RATE_LIMITED,
+            detail,
+            status_code=status,
+            retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        )
+    if status >= 500:
+        return DeliveryError(
+            DeliveryKind.SERVER,
+            detail,
+            status_code=status,
+            retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+        )
+    if status == 408:
+        return DeliveryError(DeliveryKind.NETWORK, detail, status_code=status)
+    return DeliveryError(DeliveryKind.REJECTED, detail, status_code=status)
+
+
+def _text(response: requests.Response) -> str:
+    try:
+        text = " ".join(response.text.split())
+    except Exception:  # an undecodable body is still an answer
+        return ""
+    if len(text) > RESPONSE_TEXT_LIMIT:
+        text = text[: RESPONSE_TEXT_LIMIT - 1] + "…"
+    return text
+
+
+def retry_after_seconds(value: str | None, now: dt.datetime | None = None) -> float | None:
+    """Retry-After as seconds: either a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def _name(exc: Exception) -> str:
+    # The exception text can carry the whole endpoint URL (a capability): keep the type only.
+    return type(exc).__name__

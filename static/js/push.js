@@ -1,0 +1,121 @@
+/* Turns Web Push on and off on the settings page (#push-settings).
+   Permission is asked only when the person clicks the button — never on page load:
+   registering the service worker and reading the current subscription ask nothing. */
+(function () {
+  "use strict";
+  var root = document.getElementById("push-settings");
+  if (!root) return;
+  var button = root.querySelector("[data-push-toggle]");
+  var status = root.querySelector("[data-push-status]");
+  var key = root.dataset.vapidKey;
+  var active = false;
+
+  function say(name) {
+    status.textContent = root.dataset[name] || name;
+  }
+
+  function show(isActive) {
+    active = isActive;
+    root.dataset.browserActive = String(isActive);
+    button.textContent = isActive ? button.dataset.labelOff : button.dataset.labelOn;
+  }
+
+  function csrfToken() {
+    var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function keyBytes(b64url) {
+    var b64 = b64url.replace(/-/g, "+").replace(/_/g, "/") +
+      "=".repeat((4 - (b64url.length % 4)) % 4);
+    return Uint8Array.from(atob(b64), function (c) { return c.charCodeAt(0); });
+  }
+
+  function sameKey(subscription) {
+    var current = subscription.options && subscription.options.applicationServerKey;
+    if (!current) return true;
+    var a = new Uint8Array(current), b = keyBytes(key);
+    return a.length === b.length && a.every(function (v, i) { return v === b[i]; });
+  }
+
+  function post(url, body) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(body),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (data) {
+        if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
+        return data;
+      });
+    });
+  }
+
+  if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
+    button.disabled = true;
+    say("msgUnsupported");
+    return;
+  }
+  if (!key) {
+    button.disabled = true;
+    say("msgUnconfigured");
+    return;
+  }
+
+  var ready = navigator.serviceWorker
+    .register(root.dataset.swUrl, { scope: "/" })
+    .then(function () { return navigator.serviceWorker.ready; });
+
+  ready.then(function (registration) {
+    return registration.pushManager.getSubscription();
+  }).then(function (subscription) {
+    // The server may have let the subscription go (gone, moved, deleted): then it is off.
+    show(root.dataset.serverActive === "true" && subscription !== null);
+  }).catch(function () {
+    button.disabled = true;
+    say("msgError");
+  });
+
+  async function turnOn(registration) {
+    var permission = await Notification.requestPermission();
+    if (permission !== "granted") {
+      say("msgBlocked");
+      return;
+    }
+    var subscription = await registration.pushManager.getSubscription();
+    if (subscription && !sameKey(subscription)) {
+      await subscription.unsubscribe();  // made with an older server key: useless now
+      subscription = null;
+    }
+    if (!subscription) {
+      subscription = await registration.pushManager.subscribe({
+        userVisibleOnly: true,
+        applicationServerKey: keyBytes(key),
+      });
+    }
+    await post(root.dataset.subscribeUrl, subscription.toJSON());
+    show(true);
+    say("msgOn");
+  }
+
+  async function turnOff(registration) {
+    await post(root.dataset.unsubscribeUrl, {});
+    var subscription = await registration.pushManager.getSubscription();
+    if (subscription) await subscription.unsubscribe();
+    show(false);
+    say("msgOff");
+  }
+
+  button.addEventListener("click", async function () {
+    button.disabled = true;
+    try {
+      var registration = await ready;
+      await (active ? turnOff(registration) : turnOn(registration));
+    } catch (error) {
+      status.textContent = (root.dataset.msgError || "") + " " + error.message;
+    } finally {
+      button.disabled = false;
+    }
+  });
+})();

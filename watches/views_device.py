@@ -1,0 +1,237 @@
+"""The device's own pages and JSON endpoints: settings (push on/off, move to another browser,
+delete my data) and the push subscription API that static/js/push.js and the service worker
+call. Thin: each view parses the request and calls watches.devices / watches.subscriptions.
+
+Every view resolves the device from its cookie and touches nothing else; what the device does
+not own is a 404.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from watches import devices
+from watches.models import Device, Watch
+from watches.subscriptions import (
+    InvalidSubscription,
+    check_declared_size,
+    clear_subscription,
+    parse_json_body,
+    parse_subscription,
+    save_subscription,
+)
+
+# The header the service worker sets on /push/resubscribe (see `push_resubscribe`).
+WORKER_HEADER = "X-Yasugoro-Push"
+
+
+# --- Pages --------------------------------------------------------------------------------
+
+
+@require_GET
+def settings_page(request: HttpRequest) -> HttpResponse:
+    return _render_settings(request, devices.get_device(request))
+
+
+@require_POST
+def create_transfer(request: HttpRequest) -> HttpResponse:
+    """Make a one-time link to move this device to another browser. The link is shown on
+    this response only: the database keeps just its hash."""
+    device = devices.get_device(request)
+    if device is None:
+        messages.info(request, _("This browser has nothing to move yet."))
+        return redirect("device-settings")
+    token = devices.create_transfer_link(device)
+    link = request.build_absolute_uri(reverse("device-transfer", args=[token]))
+    response = _render_settings(request, device, transfer_link=link)
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+def transfer(request: HttpRequest, token: str) -> HttpResponse:
+    """GET asks for confirmation and changes nothing (chat apps and mail scanners open links
+    to preview them, and must not use one up); POST moves the device here."""
+    if request.method == "GET":
+        device = devices.peek_transfer(token)
+        current = devices.get_device(request)
+        context = {
+            "valid": device is not None,
+            "same_device": device is not None and current is not None and current.pk == device.pk,
+            "leaves_behind": 0
+            if current is None or (device and current.pk == device.pk)
+            else Watch.live.filter(device=current).count(),
+        }
+        response = render(request, "watches/transfer.html", context, status=200 if device else 404)
+    else:
+        device = devices.redeem_transfer(request, token)
+        if device is None:
+            response = render(request, "watches/transfer.html", {"valid": False}, status=404)
+        else:
+            messages.success(request, _("This browser now holds your watches."))
+            response = redirect("device-settings")
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@require_POST
+def delete_data(request: HttpRequest) -> HttpResponse:
+    if request.POST.get("confirm") != "yes":
+        messages.error(request, _("Tick the box to confirm that everything should be deleted."))
+        return redirect("device-settings")
+    if devices.delete_device(request):
+        messages.success(request, _("Everything this browser had with us is deleted."))
+    return redirect("device-settings")
+
+
+def _render_settings(request: HttpRequest, device: Device | None, **extra) -> HttpResponse:
+    context = {
+        "device": device,
+        "watch_count": Watch.live.filter(device=device).count() if device else 0,
+        "push_active": bool(device and device.can_receive and device.channel == "webpush"),
+        "transfer_minutes": settings.DEVICE_TRANSFER_MINUTES,
+        **extra,
+    }
+    return render(request, "watches/settings.html", context)
+
+
+# --- Push subscription API (JSON) --------------------------------------------------------
+
+
+@require_POST
+def push_subscribe(request: HttpRequest) -> JsonResponse:
+    """Store the browser's PushSubscription JSON (CSRF-protected: push.js sends the token).
+    Creates the device on first need. 400 with a message, and nothing stored, when the
+    subscription is not acceptable."""
+    try:
+        subscription = parse_subscription(_json(request))
+    except InvalidSubscription as exc:
+        return _bad_request(exc)
+    device = devices.get_or_create_device(request)
+    save_subscription(device, subscription)
+    return JsonResponse({"ok": True, "active": True})
+
+
+@require_POST
+def push_unsubscribe(request: HttpRequest) -> JsonResponse:
+    """Forget the device's subscription. With `{"endpoint": …}` only when it is the device's
+    own (404 otherwise)."""
+    device = devices.get_device(request)
+    if device is None:
+        return _not_found()
+    endpoint = None
+    if request.META.get("CONTENT_LENGTH") not in (None, "", "0"):
+        try:
+            data = _json(request)
+        except InvalidSubscription as exc:
+            return _bad_request(exc)
+        endpoint = data.get("endpoint") if isinstance(data, dict) else None
+    if endpoint is not None and endpoint != device.push_endpoint:
+        return _not_found()
+    clear_subscription(device)
+    return JsonResponse({"ok": True, "active": False})
+
+
+@csrf_exempt
+@require_POST
+def push_resubscribe(request: HttpRequest) -> JsonResponse:
+    """The service worker's `pushsubscriptionchange`: replace the device's subscription with
+    the one the browser just made.
+
+    A service worker cannot read the CSRF cookie or the page, so this endpoint does not use
+    Django's token. It is protected instead by what a cross-site attacker cannot forge:
+    - the device cookie is SameSite=Lax, so a cross-site POST does not carry it;
+    - the `X-Yasugoro-Push: resubscribe` header is not CORS-safelisted: another origin can
+      only send it after a preflight, which we never approve;
+    - Origin must be present and ours (and Sec-Fetch-Site, where sent, `same-origin`);
+    - `old_endpoint`, when the browser knows it, must be the device's current endpoint.
+    The new subscription goes through the same strict validation as /push/subscribe."""
+    problem = _not_from_our_worker(request)
+    if problem:
+        return JsonResponse({"ok": False, "error": problem}, status=403)
+    device = devices.get_device(request)
+    if device is None:
+        return _not_found()
+    try:
+        data = _json(request)
+        if not isinstance(data, dict):
+            raise InvalidSubscription('Send {"old_endpoint": …, "subscription": {…}}.')
+        subscription = parse_subscription(data.get("subscription"))
+    except InvalidSubscription as exc:
+        return _bad_request(exc)
+    old = data.get("old_endpoint")
+    if old and old != device.push_endpoint:
+        return _not_found()
+    save_subscription(device, subscription)
+    return JsonResponse({"ok": True, "active": True})
+
+
+@require_GET
+def push_subscription(request: HttpRequest) -> JsonResponse:
+    """The device's own subscription state (never the endpoint or keys)."""
+    device = devices.get_device(request)
+    if device is None:
+        return _not_found()
+    return JsonResponse(
+        {
+            "active": device.can_receive and device.channel == "webpush",
+            "subscribed_at": device.push_subscribed_at.isoformat()
+            if device.push_subscribed_at
+            else None,
+        }
+    )
+
+
+@require_GET
+def watch_json(request: HttpRequest, watch_id: int) -> JsonResponse:
+    """One of the device's own live watches; anyone else's is a 404."""
+    try:
+        watch = devices.owned_or_404(request, Watch.live.select_related("listing"), pk=watch_id)
+    except Http404:
+        return _not_found()
+    return JsonResponse(
+        {
+            "id": watch.pk,
+            "listing": {"id": watch.listing_id, "name": watch.listing.name},
+            "trigger": watch.trigger,
+            "target_price": watch.target_price,
+            "drop_percent": watch.drop_percent,
+            "paused": watch.paused,
+            "last_notified_at": watch.last_notified_at.isoformat()
+            if watch.last_notified_at
+            else None,
+        }
+    )
+
+
+def _json(request: HttpRequest):
+    """The JSON body, refusing an oversized one before reading it."""
+    check_declared_size(request.META.get("CONTENT_LENGTH"))
+    return parse_json_body(request.body, request.content_type or "")
+
+
+def _not_from_our_worker(request: HttpRequest) -> str:
+    if request.headers.get(WORKER_HEADER) != "resubscribe":
+        return f"missing {WORKER_HEADER} header"
+    origin = request.headers.get("Origin", "")
+    ours = {f"{request.scheme}://{request.get_host()}", *settings.CSRF_TRUSTED_ORIGINS}
+    if origin not in ours:
+        return "cross-origin request refused"
+    if request.headers.get("Sec-Fetch-Site", "same-origin") != "same-origin":
+        return "cross-site request refused"
+    return ""
+
+
+def _bad_request(exc: Exception) -> JsonResponse:
+    return JsonResponse({"ok": False, "error": str(exc)}, status=400)
+
+
+def _not_found() -> JsonResponse:
+    return JsonResponse({"ok": False, "error": "not found"}, status=404)
