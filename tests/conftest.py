@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 
 from tests.fakes.channel import RecordingChannel
+from tests.fakes.push_service import FakePushService
 
 
 def pytest_collection_modifyitems(config, items):
@@ -34,3 +35,13 @@ def recording_channel(settings):
 @pytest.fixture
 def vendor() -> str:
     return connection.vendor
+
+
+@pytest.fixture
+def push_service(settings):
+    """A fake push service on 127.0.0.1, put on the endpoint allowlist the only way there is:
+    PUSH_SERVICE_HOSTS, as an exact origin."""
+    service = FakePushService(subject=settings.VAPID_SUBJECT).start()
+    settings.PUSH_SERVICE_HOSTS = [*settings.PUSH_SERVICE_HOSTS, service.origin]
+    yield service
+    service.stop()

@@ -7,6 +7,7 @@ import secrets
 import factory
 from django.utils import timezone
 
+from watches.devices import cookie_name, hash_token, new_token
 from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
 
 
@@ -78,3 +79,14 @@ class WatchFactory(factory.django.DjangoModelFactory):
     listing = factory.SubFactory(ListingFactory)
     trigger = Trigger.TARGET_PRICE
     target_price = 1200
+
+
+def device_with_cookie(client=None, **fields) -> tuple[Device, str]:
+    """A web-push device whose token is known, so a test client can carry its cookie (set on
+    `client` when given). Returns the device and its raw token."""
+    token = new_token()
+    fields.setdefault("channel", Channel.WEBPUSH)
+    device = DeviceFactory(token_hash=hash_token(token), **fields)
+    if client is not None:
+        client.cookies[cookie_name()] = token
+    return device, token

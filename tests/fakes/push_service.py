@@ -1,0 +1,260 @@
+"""A fake Web Push service: a real HTTP server on 127.0.0.1 that does what FCM or Mozilla's
+autopush would do with our requests, and lets a test script its answers.
+
+For every POST to one of its subscriptions it
+- verifies the VAPID `Authorization: vapid t=<JWT>, k=<key>` header on its own (with
+  `cryptography`, not the library under test): ES256 signature against `k`, `aud` equal to
+  this service's origin, `exp` in the future and within 24 hours, `sub` as expected;
+- decrypts the body (RFC 8291, aes128gcm) with the subscriber's private key and auth secret;
+- records TTL, Urgency, Topic, the plaintext and the verdicts;
+and answers 201 — or what the test scripted: any status with body and headers, after an
+optional delay (a stall past the client's timeout), or after calling a hook.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import http_ece
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+
+def b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass
+class Subscriber:
+    """A browser's side of one subscription: a P-256 key pair and a 16-byte auth secret,
+    made the way a browser makes them."""
+
+    id: str
+    endpoint: str
+    private_key: ec.EllipticCurvePrivateKey = field(
+        default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
+    )
+    auth: bytes = field(default_factory=lambda: os.urandom(16))
+
+    @property
+    def p256dh(self) -> str:
+        point = self.private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        return b64url(point)
+
+    def subscription_json(self) -> dict[str, Any]:
+        """What `PushSubscription.toJSON()` gives in a browser."""
+        return {
+            "endpoint": self.endpoint,
+            "expirationTime": None,
+            "keys": {"p256dh": self.p256dh, "auth": b64url(self.auth)},
+        }
+
+
+@dataclass
+class Answer:
+    status: int = 201
+    body: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    before: Callable[[], None] | None = None
+
+
+@dataclass
+class Received:
+    subscriber_id: str
+    headers: dict[str, str]
+    ttl: int | None
+    urgency: str | None
+    topic: str | None
+    plaintext: bytes | None
+    decrypt_error: str | None
+    vapid_claims: dict[str, Any] | None
+    vapid_key: str | None
+    vapid_error: str | None
+    answered: int
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        assert self.plaintext is not None, self.decrypt_error
+        return json.loads(self.plaintext)
+
+
+class FakePushService:
+    def __init__(self, subject: str) -> None:
+        self.subject = subject
+        self.subscribers: dict[str, Subscriber] = {}
+        self.received: list[Received] = []
+        self.answers: deque[Answer] = deque()
+        self.lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        # A stalled handler must not hold up shutdown at the end of the test.
+        self._server.block_on_close = False
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakePushService:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def new_subscriber(self) -> Subscriber:
+        sub_id = b64url(os.urandom(12))
+        subscriber = Subscriber(id=sub_id, endpoint=f"{self.origin}/wpush/v2/{sub_id}")
+        with self.lock:
+            self.subscribers[sub_id] = subscriber
+        return subscriber
+
+    def answer(
+        self,
+        status: int,
+        body: str = "",
+        headers: dict[str, str] | None = None,
+        *,
+        delay: float = 0.0,
+        before: Callable[[], None] | None = None,
+    ) -> None:
+        """Script the next answer (answers queue up; then it is 201 again)."""
+        with self.lock:
+            self.answers.append(Answer(status, body, headers or {}, delay, before))
+
+    # --- the server side ------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                service._handle(self)
+
+        return Handler
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        sub_id = request.path.rsplit("/", 1)[-1]
+        with self.lock:
+            subscriber = self.subscribers.get(sub_id)
+            answer = self.answers.popleft() if self.answers else Answer()
+        if subscriber is None:
+            answer = Answer(404, "no such subscription")
+        plaintext, decrypt_error = self._decrypt(subscriber, headers, body)
+        claims, key, vapid_error = self._verify_vapid(headers.get("authorization", ""))
+        if answer.status < 300 and (vapid_error or decrypt_error):
+            # What a real push service does with a request it cannot authenticate or read.
+            answer = Answer(403 if vapid_error else 400, vapid_error or decrypt_error or "")
+        record = Received(
+            subscriber_id=sub_id,
+            headers=headers,
+            ttl=int(headers["ttl"]) if headers.get("ttl", "").isdigit() else None,
+            urgency=headers.get("urgency"),
+            topic=headers.get("topic"),
+            plaintext=plaintext,
+            decrypt_error=decrypt_error,
+            vapid_claims=claims,
+            vapid_key=key,
+            vapid_error=vapid_error,
+            answered=answer.status,
+        )
+        with self.lock:
+            self.received.append(record)
+        if answer.before:
+            answer.before()
+        if answer.delay:
+            time.sleep(answer.delay)
+        payload = answer.body.encode()
+        try:
+            request.send_response(answer.status)
+            for name, value in answer.headers.items():
+                request.send_header(name, value)
+            if answer.status == 201:
+                request.send_header("Location", f"{self.origin}/m/{b64url(os.urandom(8))}")
+            request.send_header("Content-Length", str(len(payload)))
+            request.end_headers()
+            request.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting (the stall test)
+
+    def _decrypt(
+        self, subscriber: Subscriber | None, headers: dict[str, str], body: bytes
+    ) -> tuple[bytes | None, str | None]:
+        if subscriber is None:
+            return None, "unknown subscription"
+        if headers.get("content-encoding") != "aes128gcm":
+            return None, f"content-encoding {headers.get('content-encoding')!r}"
+        try:
+            plaintext = http_ece.decrypt(
+                body,
+                private_key=subscriber.private_key,
+                auth_secret=subscriber.auth,
+                version="aes128gcm",
+            )
+        except Exception as exc:
+            return None, f"cannot decrypt: {type(exc).__name__}: {exc}"
+        return plaintext, None
+
+    def _verify_vapid(self, authorization: str) -> tuple[dict | None, str | None, str | None]:
+        scheme, _, rest = authorization.partition(" ")
+        if scheme.lower() != "vapid":
+            return None, None, f"authorization scheme {scheme!r} is not vapid"
+        params = {}
+        for part in rest.split(","):
+            name, _, value = part.strip().partition("=")
+            params[name] = value
+        token, key = params.get("t", ""), params.get("k", "")
+        try:
+            header_b64, claims_b64, signature_b64 = token.split(".")
+            header = json.loads(b64url_decode(header_b64))
+            claims = json.loads(b64url_decode(claims_b64))
+            signature = b64url_decode(signature_b64)
+            public = ec.EllipticCurvePublicKey.from_encoded_point(
+                ec.SECP256R1(), b64url_decode(key)
+            )
+        except ValueError as exc:
+            return None, key, f"malformed VAPID token: {exc}"
+        if header.get("alg") != "ES256" or len(signature) != 64:
+            return claims, key, "VAPID token is not ES256"
+        der = encode_dss_signature(
+            int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+        )
+        try:
+            public.verify(der, f"{header_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return claims, key, "VAPID signature does not verify"
+        now = time.time()
+        if claims.get("aud") != self.origin:
+            return claims, key, f"aud {claims.get('aud')!r} is not {self.origin}"
+        if not now < int(claims.get("exp", 0)) <= now + 24 * 3600:
+            return claims, key, "exp is not within the next 24 hours"
+        if claims.get("sub") != self.subject:
+            return claims, key, f"sub {claims.get('sub')!r} is not {self.subject!r}"
+        return claims, key, None

@@ -1,0 +1,364 @@
+"""The webpush channel end to end: outbox row → dispatch_outbox → pywebpush → a fake push
+service on 127.0.0.1 that decrypts the message and verifies the VAPID signature."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+
+from outbox import vapid
+from outbox.channels.base import DeliveryError, DeliveryKind, Message
+from outbox.channels.webpush import WebPushChannel, payload, retry_after_seconds
+from outbox.enqueue import Detection, enqueue, enqueue_many
+from outbox.messages import dedup_key
+from outbox.models import Outbox, OutboxEvent, Reason, Status
+from tests.factories import ListingFactory, WatchFactory
+from tests.fakes.push_service import FakePushService
+from watches.demo import set_product
+from watches.models import Device, Trigger
+
+pytestmark = pytest.mark.django_db
+
+PAYLOAD_KEYS = {"title", "body", "url", "tag", "icon", "listing", "price"}
+
+
+def subscribe(client, subscriber) -> Device:
+    """Subscribe the way push.js does: POST the PushSubscription JSON."""
+    response = client.post(
+        "/push/subscribe", subscriber.subscription_json(), content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    return Device.objects.get(push_endpoint=subscriber.endpoint)
+
+
+def watch_with_pending_row(device, *, trigger=Trigger.TARGET_PRICE, price=1000, **watch_fields):
+    listing = ListingFactory(price=price)
+    watch = WatchFactory(
+        device=device,
+        listing=listing,
+        trigger=trigger,
+        target_price=watch_fields.pop("target_price", 1200),
+        **watch_fields,
+    )
+    detected = {"value": str(price), "line": "1200", "price": price}
+    assert enqueue(watch, timezone.now(), detected)
+    return watch, Outbox.objects.get(watch=watch)
+
+
+def test_dispatch_sends_the_refetched_price_encrypted_and_vapid_signed(
+    client, push_service, settings
+):
+    subscriber = push_service.new_subscriber()
+    device = subscribe(client, subscriber)
+    watch, row = watch_with_pending_row(device, price=1000)
+    # The price moves between detection and dispatch: the message must carry the new one.
+    set_product(watch.listing.item_code, price=1080)
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    [received] = push_service.received
+    assert received.subscriber_id == subscriber.id
+    assert received.decrypt_error is None
+    assert received.vapid_error is None
+    assert received.vapid_key == vapid.public_key_b64()
+    assert received.vapid_claims["aud"] == push_service.origin
+    assert received.vapid_claims["sub"] == settings.VAPID_SUBJECT
+    message = received.payload
+    assert set(message) == PAYLOAD_KEYS
+    assert message["price"] == 1080
+    assert "¥1,080" in message["body"]
+    assert "1,000" not in message["body"]
+    assert message["listing"] == watch.listing_id
+    assert message["url"] == f"/listings/{watch.listing_id}/"
+    assert message["tag"] == dedup_key(row)
+    assert received.ttl == settings.WEBPUSH_TTL == 8 * 3600
+    assert received.urgency == "normal"
+    assert received.topic == f"w{watch.pk}-target_price"
+
+
+def test_back_in_stock_goes_out_with_high_urgency(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    watch, row = watch_with_pending_row(device, trigger=Trigger.BACK_IN_STOCK, target_price=None)
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    [received] = push_service.received
+    assert received.urgency == "high"
+    assert received.topic == f"w{watch.pk}-back_in_stock"
+
+
+def test_many_rows_go_out_concurrently_each_to_its_own_subscription(client, push_service):
+    detections, subscribers = [], []
+    for _ in range(5):
+        subscriber = push_service.new_subscriber()
+        client.cookies.clear()
+        device = subscribe(client, subscriber)
+        watch = WatchFactory(device=device, listing=ListingFactory(price=900))
+        detections.append(Detection.for_watch(watch, timezone.now(), {"line": "1200"}))
+        subscribers.append(subscriber)
+    assert enqueue_many(detections) == 5
+
+    call_command("dispatch_outbox")
+
+    assert Outbox.objects.filter(status=Status.SENT).count() == 5
+    assert sorted(r.subscriber_id for r in push_service.received) == sorted(
+        s.id for s in subscribers
+    )
+    assert all(r.payload["price"] == 900 for r in push_service.received)
+
+
+@pytest.mark.parametrize(
+    ("status", "to", "reason"),
+    [
+        (404, Status.DROPPED, Reason.SUBSCRIPTION_GONE),
+        (410, Status.DROPPED, Reason.SUBSCRIPTION_GONE),
+        (500, Status.RETRY, Reason.DELIVER_SERVER),
+        (503, Status.RETRY, Reason.DELIVER_SERVER),
+        (400, Status.FAILED, Reason.DELIVER_REJECTED),
+        (401, Status.FAILED, Reason.DELIVER_REJECTED),
+        (403, Status.FAILED, Reason.DELIVER_REJECTED),
+        (413, Status.FAILED, Reason.DELIVER_REJECTED),
+    ],
+)
+def test_push_service_answer_lands_in_its_outcome(client, push_service, status, to, reason):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(status, f"answer {status} from the fake")
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    device.refresh_from_db()
+    assert (row.status, row.reason) == (to, reason)
+    event = OutboxEvent.objects.filter(outbox=row).latest("id")
+    assert (event.to_status, event.reason, event.data["status_code"]) == (to, reason, status)
+    # 404/410 switch the subscription off; nothing else does.
+    assert device.push_active is (status not in (404, 410))
+    assert device.push_endpoint  # kept for staff; only deactivated
+
+
+def test_413_keeps_the_push_services_words_for_staff(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(413, "Payload Too Large: 4200 bytes exceeds the 4096-byte limit")
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.FAILED, Reason.DELIVER_REJECTED)
+    assert "413" in row.detail
+    assert "exceeds the 4096-byte limit" in row.detail
+    event = OutboxEvent.objects.filter(outbox=row, to_status=Status.FAILED).get()
+    assert "exceeds the 4096-byte limit" in event.detail
+
+
+def test_long_refusal_text_is_truncated(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(400, "x" * 5000)
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert row.status == Status.FAILED
+    assert len(row.detail) < 600
+    assert row.detail.endswith("…")
+
+
+def test_429_retries_after_the_services_retry_after(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(429, "slow down", {"Retry-After": "600"})
+
+    before = timezone.now()
+    call_command("dispatch_outbox")
+    after = timezone.now()
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_RATE_LIMITED)
+    wait = dt.timedelta(seconds=600)
+    assert before + wait <= row.next_attempt_at <= after + wait
+    assert row.retry_count == 1
+
+
+def test_a_stall_past_the_read_timeout_is_a_network_retry(client, push_service, settings):
+    settings.WEBPUSH_READ_TIMEOUT = 0.3
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(201, delay=2.0)
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
+    assert "timed out" in row.detail
+
+
+def test_a_refused_connection_is_a_network_retry(client, push_service, settings):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = f"http://127.0.0.1:{port}"
+    settings.PUSH_SERVICE_HOSTS = [*settings.PUSH_SERVICE_HOSTS, dead]
+    Device.objects.filter(pk=device.pk).update(push_endpoint=f"{dead}/wpush/v2/gone-away")
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
+    assert dead not in row.detail  # the endpoint is a capability; errors do not repeat it
+
+
+def test_a_redirect_is_never_followed(client, push_service, settings):
+    elsewhere = FakePushService(subject=settings.VAPID_SUBJECT).start()
+    try:
+        target = elsewhere.new_subscriber()
+        device = subscribe(client, push_service.new_subscriber())
+        _, row = watch_with_pending_row(device)
+        push_service.answer(307, "", {"Location": target.endpoint})
+
+        call_command("dispatch_outbox")
+
+        row.refresh_from_db()
+        assert (row.status, row.reason) == (Status.FAILED, Reason.DELIVER_REJECTED)
+        assert elsewhere.received == []
+    finally:
+        elsewhere.stop()
+
+
+def test_an_endpoint_no_longer_on_the_allowlist_is_not_contacted(client, push_service, settings):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    settings.PUSH_SERVICE_HOSTS = ["fcm.googleapis.com"]
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.FAILED, Reason.DELIVER_REJECTED)
+    assert "PUSH_SERVICE_HOSTS" in row.detail
+    assert push_service.received == []
+
+
+def test_a_missing_vapid_key_retries_without_leaking_anything(
+    client, push_service, settings, tmp_path, caplog
+):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    settings.VAPID_PRIVATE_KEY = ""
+    settings.VAPID_PRIVATE_KEY_FILE = tmp_path / "missing.pem"
+
+    with caplog.at_level(logging.DEBUG):
+        call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_SERVER)
+    assert "vapid_keys --ensure" in row.detail
+    assert push_service.received == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gone_for_an_old_endpoint_leaves_the_new_subscription_on(client, push_service):
+    """The browser re-subscribed while the push to its old endpoint was in flight: the 410
+    for the old endpoint must not switch off the new one."""
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    renewed = push_service.new_subscriber()
+
+    def resubscribe_meanwhile():
+        Device.objects.filter(pk=device.pk).update(push_endpoint=renewed.endpoint)
+        connection.close()  # this runs on the fake's server thread
+
+    push_service.answer(410, "expired", before=resubscribe_meanwhile)
+
+    call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    device.refresh_from_db()
+    assert (row.status, row.reason) == (Status.DROPPED, Reason.SUBSCRIPTION_GONE)
+    assert device.push_endpoint == renewed.endpoint
+    assert device.push_active is True
+
+
+def test_the_private_key_is_never_logged_or_stored(client, push_service, settings, caplog):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(403, "invalid JWT")
+
+    with caplog.at_level(logging.DEBUG):
+        call_command("dispatch_outbox")
+
+    row.refresh_from_db()
+    secret = settings.VAPID_PRIVATE_KEY
+    assert secret not in caplog.text
+    assert secret not in row.detail
+    assert all(secret not in (e.detail + str(e.data)) for e in OutboxEvent.objects.all())
+
+
+# --- The channel on its own ---------------------------------------------------------------
+
+
+def message(**overrides) -> Message:
+    fields = {
+        "title": "トイレットペーパー",
+        "body": "Now ¥980",
+        "url": "/listings/1/",
+        "tag": "w1-x",
+        "topic": "w1-target_price",
+        "listing_id": 1,
+        "price": 980,
+    }
+    return Message(**{**fields, **overrides})
+
+
+def test_channel_sends_with_a_fresh_claims_dict_each_time(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    channel = WebPushChannel()
+    channel.deliver_to(device, message())
+    channel.deliver_to(device, message(title="again"))
+
+    first, second = push_service.received
+    assert first.vapid_error is None and second.vapid_error is None
+    assert [first.payload["title"], second.payload["title"]] == ["トイレットペーパー", "again"]
+
+
+def test_channel_leaves_out_a_topic_that_is_not_url_safe(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    WebPushChannel().deliver_to(device, message(topic="not a valid topic!", urgency="urgent"))
+
+    [received] = push_service.received
+    assert received.topic is None
+    assert received.urgency == "normal"
+
+
+def test_channel_without_a_subscription_says_gone():
+    with pytest.raises(DeliveryError) as caught:
+        WebPushChannel().deliver_to(Device(token_hash="x"), message())
+    assert caught.value.kind == DeliveryKind.GONE
+
+
+def test_payload_is_trimmed_to_fit_a_push_message():
+    data = payload(message(icon="https://img.example/" + "a" * 4000, body="b" * 3000))
+    assert data["icon"] == ""
+    assert len(data["body"]) == 200
+    assert set(data) == PAYLOAD_KEYS
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    assert retry_after_seconds("120") == 120.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 12:05:00 GMT", now=now) == 300.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
