@@ -119,7 +119,8 @@ def check_endpoint(endpoint: str) -> None:
         raise InvalidSubscription("The endpoint must be an https URL.")
     if port == 443 and any(_host_matches(pattern, host) for pattern in hosts):
         return
-    raise InvalidSubscription(f"{host} is not a known push service.")
+    shown = host if port == 443 else f"{host}:{port}"
+    raise InvalidSubscription(f"{shown} is not a known push service.")
 
 
 def endpoint_allowed(endpoint: str) -> bool:
