@@ -20,6 +20,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """The cache (throttles, e.g. the test-notification cooldown) lives in the process: no
+    test may see another's entries, especially as database ids are reused between tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def recording_channel(settings):
     """Route the console channel to a recorder of deliveries."""
