@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, JsonResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from outbox.models import Outbox
 from watches.devices import get_device, owned_or_404
@@ -11,7 +11,7 @@ from watches.devices import get_device, owned_or_404
 HISTORY_LIMIT = 50
 
 
-@require_GET
+@require_safe
 def history(request: HttpRequest) -> JsonResponse:
     device = get_device(request)
     if device is None:
@@ -20,7 +20,7 @@ def history(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"rows": [_row(row) for row in rows]})
 
 
-@require_GET
+@require_safe
 def history_entry(request: HttpRequest, row_id: int) -> JsonResponse:
     try:
         row = owned_or_404(request, Outbox, pk=row_id)

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
@@ -27,7 +27,7 @@ log = logging.getLogger("outbox.webpush")
 TEST_COOLDOWN_SECONDS = 10
 
 
-@require_GET
+@require_safe
 def service_worker(request: HttpRequest) -> HttpResponse:
     """/sw.js, at the site root so its scope can be the whole site. Rendered with the
     applicationServerKey (for `pushsubscriptionchange`), so a new key is a new script and

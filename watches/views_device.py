@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from watches import devices
 from watches.models import Device, Watch
@@ -35,7 +35,7 @@ WORKER_HEADER = "X-Yasugoro-Push"
 # --- Pages --------------------------------------------------------------------------------
 
 
-@require_GET
+@require_safe
 def settings_page(request: HttpRequest) -> HttpResponse:
     return _render_settings(request, devices.get_device(request))
 
@@ -173,7 +173,7 @@ def push_resubscribe(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"ok": True, "active": True})
 
 
-@require_GET
+@require_safe
 def push_subscription(request: HttpRequest) -> JsonResponse:
     """The device's own subscription state (never the endpoint or keys)."""
     device = devices.get_device(request)
@@ -189,7 +189,7 @@ def push_subscription(request: HttpRequest) -> JsonResponse:
     )
 
 
-@require_GET
+@require_safe
 def watch_json(request: HttpRequest, watch_id: int) -> JsonResponse:
     """One of the device's own live watches; anyone else's is a 404."""
     try:
