@@ -254,6 +254,24 @@ def test_a_new_transfer_link_replaces_the_previous_one(client):
     assert Client().post(second).status_code == 302
 
 
+def test_a_browser_with_its_own_watches_is_told_they_stay_behind(client):
+    device_with_cookie(client)
+    link = make_transfer_link(client)
+    other = Client()
+    own, _ = device_with_cookie(other)
+    WatchFactory(device=own)
+    WatchFactory(device=own)
+    assert "own 2 watches will be left behind" in other.get(link).content.decode()
+
+
+def test_opening_the_link_in_the_same_browser_offers_nothing_to_press(client):
+    device_with_cookie(client)
+    link = make_transfer_link(client)
+    html = client.get(link).content.decode()
+    assert "belongs to this very browser" in html
+    assert "<form" not in html
+
+
 def test_a_garbage_transfer_token_is_404(client):
     assert client.get("/transfer/nope/").status_code == 404
     assert client.post("/transfer/" + "A" * 43 + "/").status_code == 404

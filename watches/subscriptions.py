@@ -52,9 +52,6 @@ class Subscription:
     p256dh: str  # base64url, unpadded
     auth: str  # base64url, unpadded
 
-    def as_webpush_info(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
-
 
 def check_declared_size(content_length: str | None) -> None:
     """Refuse a body whose declared size is over the limit, before anything reads it."""

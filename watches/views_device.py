@@ -62,13 +62,10 @@ def transfer(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "GET":
         device = devices.peek_transfer(token)
         current = devices.get_device(request)
-        context = {
-            "valid": device is not None,
-            "same_device": device is not None and current is not None and current.pk == device.pk,
-            "leaves_behind": 0
-            if current is None or (device and current.pk == device.pk)
-            else Watch.live.filter(device=current).count(),
-        }
+        same = device is not None and current is not None and current.pk == device.pk
+        # This browser's own watches, if it has any, stay with the identity it leaves.
+        left = Watch.live.filter(device=current).count() if current and not same else 0
+        context = {"valid": device is not None, "same_device": same, "leaves_behind": left}
         response = render(request, "watches/transfer.html", context, status=200 if device else 404)
     else:
         device = devices.redeem_transfer(request, token)
