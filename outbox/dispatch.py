@@ -42,7 +42,13 @@ from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_chann
 from outbox.messages import build_message
 from outbox.models import DUE_STATUSES, DispatchRun, Outbox, Reason, Status
 from outbox.transitions import EventInfo, transition
-from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation, get_marketplace
+from watches.marketplaces.base import (
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    get_marketplace,
+)
 from watches.models import Channel, Device, Listing, PricePoint, Watch
 from watches.triggers import Judgement, recheck
 
@@ -138,7 +144,11 @@ def run_cycle(
         cycle.result.recovered = recover_expired_leases(cycle.now)
         remaining = limit
         while remaining is None or remaining > 0:
-            size = settings.OUTBOX_BATCH_SIZE if remaining is None else min(remaining, settings.OUTBOX_BATCH_SIZE)
+            size = (
+                settings.OUTBOX_BATCH_SIZE
+                if remaining is None
+                else min(remaining, settings.OUTBOX_BATCH_SIZE)
+            )
             claimed = claim_due(cycle.holder, size, cycle.now)
             cycle.result.claimed += len(claimed)
             if claimed:
@@ -182,14 +192,24 @@ def recover_expired_leases(now: dt.datetime) -> int:
         again = [(row_id, count) for row_id, count, _ in rows if count < settings.OUTBOX_MAX_RETRY]
         recovered += len(
             transition(
-                capped, to=Status.FAILED, reason=Reason.LEASE_EXPIRED, expect=[Status.SENDING],
-                set_fields={"claimed_by": ""}, events=events, now=now,
+                capped,
+                to=Status.FAILED,
+                reason=Reason.LEASE_EXPIRED,
+                expect=[Status.SENDING],
+                set_fields={"claimed_by": ""},
+                events=events,
+                now=now,
             )
         )
         recovered += len(
             transition(
-                [row_id for row_id, _ in again], to=Status.RETRY, reason=Reason.LEASE_EXPIRED,
-                expect=[Status.SENDING], set_fields={"claimed_by": ""}, events=events, now=now,
+                [row_id for row_id, _ in again],
+                to=Status.RETRY,
+                reason=Reason.LEASE_EXPIRED,
+                expect=[Status.SENDING],
+                set_fields={"claimed_by": ""},
+                events=events,
+                now=now,
                 per_row={
                     "retry_count": {row_id: count + 1 for row_id, count in again},
                     "next_attempt_at": {row_id: now + backoff(count) for row_id, count in again},
@@ -258,14 +278,21 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
             error = result or FetchError(FetchKind.NETWORK, "no answer for this item")
             to, reason = FETCH_OUTCOME[error.kind]
             outcomes[row.pk] = _Outcome(
-                to, reason, error.detail, {"fetch_error": error.kind.value, "detail": error.detail},
+                to,
+                reason,
+                error.detail,
+                {"fetch_error": error.kind.value, "detail": error.detail},
                 retry_after=error.retry_after,
             )
             continue
         judgement = recheck(
             row.watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
         )
-        facts = {"fresh": result.as_json(), "value": _str(judgement.value), "line": _str(judgement.line)}
+        facts = {
+            "fresh": result.as_json(),
+            "value": _str(judgement.value),
+            "line": _str(judgement.line),
+        }
         key = (row.watch_id, row.channel)
         if judgement.holds and key in seen:
             judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
@@ -288,8 +315,11 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
         to, reason = DELIVERY_OUTCOME[error.kind]
         outcome.to, outcome.reason, outcome.retry_after = to, reason, error.retry_after
         outcome.detail = error.message
-        outcome.data = {**(outcome.data or {}), "delivery_error": error.kind.value,
-                        "status_code": error.status_code}
+        outcome.data = {
+            **(outcome.data or {}),
+            "delivery_error": error.kind.value,
+            "status_code": error.status_code,
+        }
     _record(cycle, rows, outcomes)
 
 
@@ -318,7 +348,10 @@ def _refetch(cycle: _Cycle, listings: Iterable[Listing]) -> None:
             results = get_marketplace(source).fetch(codes)
         except Exception as exc:  # a bug in an adapter must not stop the cycle
             log.exception("marketplace %s failed", source)
-            results = {code: FetchError(FetchKind.BAD_RESPONSE, f"{type(exc).__name__}: {exc}") for code in codes}
+            results = {
+                code: FetchError(FetchKind.BAD_RESPONSE, f"{type(exc).__name__}: {exc}")
+                for code in codes
+            }
         for listing in group:
             result = results.get(listing.item_code) or FetchError(
                 FetchKind.BAD_RESPONSE, "the marketplace did not answer for this item"
@@ -334,13 +367,31 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
     changed: list[Listing] = []
     for listing, result in fresh:
         if isinstance(result, Observation):
-            points.append(PricePoint(listing=listing, observed_at=result.observed_at,
-                                     price=result.price, shipping=result.shipping, in_stock=result.in_stock))
-            listing.price, listing.shipping, listing.in_stock = result.price, result.shipping, result.in_stock
+            points.append(
+                PricePoint(
+                    listing=listing,
+                    observed_at=result.observed_at,
+                    price=result.price,
+                    shipping=result.shipping,
+                    in_stock=result.in_stock,
+                )
+            )
+            listing.price, listing.shipping, listing.in_stock = (
+                result.price,
+                result.shipping,
+                result.in_stock,
+            )
             listing.last_polled_at, listing.last_error = result.observed_at, ""
         elif result.kind == FetchKind.EMPTY:
-            points.append(PricePoint(listing=listing, observed_at=now, price=listing.price,
-                                     shipping=listing.shipping, in_stock=False))
+            points.append(
+                PricePoint(
+                    listing=listing,
+                    observed_at=now,
+                    price=listing.price,
+                    shipping=listing.shipping,
+                    in_stock=False,
+                )
+            )
             listing.in_stock, listing.last_polled_at, listing.last_error = False, now, ""
         else:
             listing.last_error, listing.last_error_at = f"{result.kind}: {result.detail}"[:200], now
@@ -350,7 +401,8 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
     with transaction.atomic():
         PricePoint.objects.bulk_create(points, batch_size=500)
         Listing.objects.bulk_update(
-            changed, ["price", "shipping", "in_stock", "last_polled_at", "last_error", "last_error_at"],
+            changed,
+            ["price", "shipping", "in_stock", "last_polled_at", "last_error", "last_error_at"],
             batch_size=500,
         )
 
@@ -403,17 +455,29 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
                     i: now + backoff(by_row[i].retry_count, outcomes[i].retry_after) for i in ids
                 }
             won = transition(
-                ids, to=to, reason=reason, expect=[Status.SENDING], holder=cycle.holder,
-                set_fields=common, per_row=per_row, events=events, actor=cycle.holder, now=now,
+                ids,
+                to=to,
+                reason=reason,
+                expect=[Status.SENDING],
+                holder=cycle.holder,
+                set_fields=common,
+                per_row=per_row,
+                events=events,
+                actor=cycle.holder,
+                now=now,
             )
             lost = len(ids) - len(won)
             if lost:
-                log.warning("%d row(s) were taken over before %s could record them", lost, cycle.holder)
+                log.warning(
+                    "%d row(s) were taken over before %s could record them", lost, cycle.holder
+                )
             setattr(cycle.result, to.value, getattr(cycle.result, to.value) + len(won))
             if to == Status.SENT and won:
                 _advance_baselines([(by_row[i], outcomes[i]) for i in won], now)
             if reason == Reason.SUBSCRIPTION_GONE and won:
-                Device.objects.filter(id__in={by_row[i].device_id for i in won}).update(push_active=False)
+                Device.objects.filter(id__in={by_row[i].device_id for i in won}).update(
+                    push_active=False
+                )
 
 
 def _advance_baselines(sent: list[tuple[Outbox, _Outcome]], now: dt.datetime) -> None:
@@ -429,4 +493,3 @@ def _advance_baselines(sent: list[tuple[Outbox, _Outcome]], now: dt.datetime) ->
 
 def _str(value) -> str | None:
     return None if value is None else str(value)
-

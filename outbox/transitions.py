@@ -160,8 +160,9 @@ def _update_returning(
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
     assignments.insert(0, "previous_status = status")
+    # Only quoted identifiers and placeholders are formatted in; every value is a parameter.
     sql = (
-        f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)} "
+        f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)} "  # noqa: S608
         f"WHERE {' AND '.join(where)} RETURNING id, previous_status"
     )
     with connection.cursor() as cursor:
