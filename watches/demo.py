@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from watches.history import refresh_stats
 from watches.models import Channel, DemoProduct, Device, Listing, PricePoint, Trigger, Watch
 
 
@@ -238,6 +239,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
             )
             created["price_points"] += len(history)
     created["watches"] = _seed_demo_watcher()
+    refresh_stats(Listing.objects.filter(source="demo").values_list("id", flat=True), now)
     return created
 
 
