@@ -17,6 +17,7 @@ $(VENV)/.installed: requirements.txt
 
 # Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
 run: $(VENV)/.installed
+	DEBUG=1 $(PY) manage.py compile_translations
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py seed_demo
 	@echo "Pages: http://$(HOST):$(PORT)/   Admin: http://$(HOST):$(PORT)/admin/ (create a staff user: make superuser)"
@@ -30,9 +31,11 @@ superuser: $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py createsuperuser
 
 test: $(VENV)/.installed
+	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-pg: $(VENV)/.installed
+	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 test-reliability: $(VENV)/.installed
