@@ -17,21 +17,26 @@ $(VENV)/.installed: requirements.txt
 
 # Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
 run: $(VENV)/.installed
+	DEBUG=1 $(PY) manage.py compile_translations
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py vapid_keys --ensure
 	DEBUG=1 $(PY) manage.py seed_demo
 	@echo "Pages: http://$(HOST):$(PORT)/   Admin: http://$(HOST):$(PORT)/admin/ (create a staff user: make superuser)"
-	@DEBUG=1 $(PY) manage.py qcluster & QPID=$$!; \
-	trap 'kill $$QPID 2>/dev/null; wait $$QPID 2>/dev/null' EXIT INT TERM; \
+	@# qcluster runs in its own session so a Ctrl-C reaches it once, through the trap, and
+	@# it stops cleanly (two signals in a row can leave its main process hanging).
+	@DEBUG=1 setsid $(PY) manage.py qcluster & QPID=$$!; \
+	trap 'kill -TERM $$QPID 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$QPID 2>/dev/null || exit 0; sleep 1; done; kill -KILL -$$QPID 2>/dev/null' EXIT INT TERM; \
 	DEBUG=1 $(PY) manage.py runserver $(HOST):$(PORT)
 
 superuser: $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py createsuperuser
 
 test: $(VENV)/.installed
+	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-pg: $(VENV)/.installed
+	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 test-reliability: $(VENV)/.installed

@@ -85,8 +85,9 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     def flush() -> int:
         if not batch:
             return 0
+        # Only quoted identifiers from the model's meta are formatted in; values are params.
         sql = (
-            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row_sql] * len(batch))} "
+            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row_sql] * len(batch))} "  # noqa: S608
             "ON CONFLICT DO NOTHING"
         )
         params = [value for row in batch for value in row]

@@ -21,7 +21,9 @@ def fixed_offset_hours(zone: str) -> int:
     """The zone's UTC offset in whole hours, refusing zones with DST or odd offsets: SQLite's
     date() can only add a fixed modifier."""
     tz = zoneinfo.ZoneInfo(zone)
-    probes = [dt.datetime(year, month, 15, tzinfo=dt.UTC) for year in (2020, 2030) for month in (1, 7)]
+    probes = [
+        dt.datetime(year, month, 15, tzinfo=dt.UTC) for year in (2020, 2030) for month in (1, 7)
+    ]
     offsets = {probe.astimezone(tz).utcoffset() for probe in probes}
     if len(offsets) != 1:
         raise ValueError(f"{zone} has daylight saving time; SQLite needs a fixed-offset zone")

@@ -36,7 +36,11 @@ def topic(row: Outbox) -> str:
 
 
 def build_message(
-    row: Outbox, watch: Watch, listing: Listing, fresh: Observation, judgement: Judgement,
+    row: Outbox,
+    watch: Watch,
+    listing: Listing,
+    fresh: Observation,
+    judgement: Judgement,
     language: str = "ja",
 ) -> Message:
     price = fresh.effective_price

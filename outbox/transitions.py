@@ -160,8 +160,9 @@ def _update_returning(
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
     assignments.insert(0, "previous_status = status")
+    # Only quoted identifiers and placeholders are formatted in; every value is a parameter.
     sql = (
-        f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)} "
+        f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)} "  # noqa: S608
         f"WHERE {' AND '.join(where)} RETURNING id, previous_status"
     )
     with connection.cursor() as cursor:
@@ -178,19 +179,32 @@ def _write_events(
     actor: str,
     now: dt.datetime,
 ) -> None:
-    rows = []
+    """One INSERT per event through executemany: the ORM's bulk_create costs more in Python
+    than the database spends on the rows."""
+    fields = [OutboxEvent._meta.get_field(name) for name in _EVENT_COLUMNS]
+    prep = {f.name: f for f in fields}
+    at = prep["at"].get_db_prep_save(now, connection)
+    params = []
     for row_id, from_status in won:
         info = events.get(row_id)
-        rows.append(
-            OutboxEvent(
-                outbox_id=row_id,
-                from_status=from_status,
-                to_status=Status(to).value,
-                reason=reason,
-                detail=info.detail if info and info.detail else detail,
-                data=dict(info.data) if info and info.data is not None else None,
-                actor=actor,
-                at=now,
+        data = dict(info.data) if info and info.data is not None else None
+        params.append(
+            (
+                row_id,
+                from_status,
+                Status(to).value,
+                reason,
+                info.detail if info and info.detail else detail,
+                prep["data"].get_db_prep_save(data, connection),
+                actor,
+                at,
             )
         )
-    OutboxEvent.objects.bulk_create(rows, batch_size=500)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(OutboxEvent._meta.db_table)
+    placeholders = ", ".join(["%s"] * len(fields))
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", params)  # noqa: S608
+
+
+_EVENT_COLUMNS = ("outbox", "from_status", "to_status", "reason", "detail", "data", "actor", "at")

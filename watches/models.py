@@ -49,6 +49,14 @@ class Listing(models.Model):
         null=True, blank=True, help_text=_("Yen; 0 is free shipping, empty is unknown")
     )
     in_stock = models.BooleanField(null=True, blank=True)
+    # Denormalised from the price history (watches.history.refresh_stats) so the home page can
+    # sort "cheap right now" without reading history.
+    typical_price = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Median effective price, last 30 days")
+    )
+    low_90 = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Lowest effective price, last 90 days")
+    )
     paused = models.BooleanField(default=False, help_text=_("Staff stopped tracking it"))
     last_polled_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=200, blank=True)
@@ -64,6 +72,8 @@ class Listing(models.Model):
             models.Index(
                 fields=["last_polled_at"], name="listing_poll_due", condition=Q(paused=False)
             ),
+            # Home page: browse one category by name.
+            models.Index(fields=["category", "name"], name="listing_category_name"),
         ]
 
     def __str__(self) -> str:
@@ -76,6 +86,14 @@ class Listing(models.Model):
     @property
     def unit_price(self) -> Decimal | None:
         return unit_price(self.effective_price, self.units_per_pack)
+
+    @property
+    def change_vs_typical(self) -> float | None:
+        """Percent of the current effective price above (+) or below (−) the typical price."""
+        current = self.effective_price
+        if current is None or not self.typical_price:
+            return None
+        return round((current - self.typical_price) * 100 / self.typical_price, 1)
 
 
 def effective_price(price: int | None, shipping: int | None) -> int | None:

@@ -1,11 +1,13 @@
 """End-user pages and the device's JSON endpoints."""
 
-from django.urls import path
+from django.urls import include, path
 
 from watches import views, views_device
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("listings/<int:listing_id>/", views.listing_detail, name="listing"),
+    path("i18n/", include("django.conf.urls.i18n")),
     path("settings/", views_device.settings_page, name="device-settings"),
     path("settings/transfer", views_device.create_transfer, name="device-transfer-create"),
     path("settings/delete", views_device.delete_data, name="device-delete"),

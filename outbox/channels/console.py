@@ -14,5 +14,7 @@ class ConsoleChannel:
     name = "console"
 
     def deliver(self, row, message: Message) -> dict | None:
-        log.info("notify device=%s row=%s %s — %s", row.device_id, row.pk, message.title, message.body)
+        log.info(
+            "notify device=%s row=%s %s — %s", row.device_id, row.pk, message.title, message.body
+        )
         return None

@@ -26,10 +26,14 @@ class Command(BaseCommand):
         if action == "list":
             for product in DemoProduct.objects.order_by("item_code"):
                 stock = "in stock" if product.in_stock else "OUT OF STOCK"
-                self.stdout.write(f"{product.item_code:<28} ¥{product.price:>7,}  {stock:<12} {product.name}")
+                self.stdout.write(
+                    f"{product.item_code:<28} ¥{product.price:>7,}  {stock:<12} {product.name}"
+                )
             return
         try:
-            product = set_product(options["code"], price=options["price"], in_stock=options["in_stock"])
+            product = set_product(
+                options["code"], price=options["price"], in_stock=options["in_stock"]
+            )
         except (LookupError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         stock = "in stock" if product.in_stock else "out of stock"

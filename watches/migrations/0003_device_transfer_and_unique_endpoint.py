@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('watches', '0001_initial'),
+        ('watches', '0002_listing_stats'),
     ]
 
     operations = [

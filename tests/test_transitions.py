@@ -1,0 +1,79 @@
+"""The state machine: one conditional UPDATE per transition, an event per moved row."""
+
+from __future__ import annotations
+
+import pytest
+
+from outbox.models import OutboxEvent, Reason, Status
+from outbox.transitions import ALLOWED, TransitionNotAllowed, transition, transition_one
+from tests.factories import WatchFactory
+from tests.outbox_helpers import enqueue_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_move_outside_the_machine_raises():
+    row = enqueue_for(WatchFactory())
+    with pytest.raises(TransitionNotAllowed):
+        transition([row.pk], to=Status.SENT, expect=[Status.PENDING])
+    with pytest.raises(TransitionNotAllowed):
+        transition([row.pk], to=Status.PENDING, expect=[Status.SENT])
+
+
+def test_a_sent_row_can_never_move():
+    row = enqueue_for(WatchFactory())
+    transition([row.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "me"})
+    transition([row.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="me")
+    for to in ALLOWED:
+        with pytest.raises(TransitionNotAllowed):
+            transition_one(row.pk, to=to, reason=Reason.MANUAL)
+    assert not any(Status.SENT in sources for sources in ALLOWED.values())
+
+
+def test_transition_one_is_false_when_another_process_got_there_first():
+    row = enqueue_for(WatchFactory())
+    transition([row.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "a"})
+    assert transition_one(row.pk, to=Status.SENT, reason=Reason.DELIVERED, holder="b") is False
+
+
+def test_each_moved_row_gets_one_event_with_from_and_to():
+    rows = [enqueue_for(WatchFactory()) for _ in range(3)]
+    ids = [r.pk for r in rows]
+    transition(ids[:1], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "x"})
+
+    moved = transition(
+        ids, to=Status.DROPPED, reason=Reason.MANUAL, actor="staff-ann", detail="asked by the user"
+    )
+
+    assert sorted(moved) == sorted(ids)
+    events = OutboxEvent.objects.filter(to_status=Status.DROPPED).order_by("outbox_id")
+    assert [(e.outbox_id, e.from_status, e.reason, e.actor, e.detail) for e in events] == [
+        (ids[0], "sending", "manual", "staff-ann", "asked by the user"),
+        (ids[1], "pending", "manual", "staff-ann", "asked by the user"),
+        (ids[2], "pending", "manual", "staff-ann", "asked by the user"),
+    ]
+
+
+def test_rows_not_in_an_allowed_status_are_left_alone():
+    sent, pending = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
+    transition([sent.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "h"})
+    transition([sent.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="h")
+
+    moved = transition([sent.pk, pending.pk], to=Status.DROPPED, reason=Reason.MANUAL)
+
+    assert moved == [pending.pk]
+    assert OutboxEvent.objects.filter(outbox=sent, to_status=Status.DROPPED).count() == 0
+
+
+def test_per_row_values_reach_only_their_row():
+    a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
+    transition(
+        [a.pk, b.pk],
+        to=Status.SENDING,
+        reason=Reason.CLAIMED,
+        set_fields={"claimed_by": "h"},
+        per_row={"attempts": {a.pk: 5, b.pk: 7}},
+    )
+    a.refresh_from_db()
+    b.refresh_from_db()
+    assert (a.attempts, b.attempts) == (5, 7)

@@ -1,0 +1,163 @@
+"""A listing's price history as geometry for a server-rendered inline SVG chart.
+
+No JavaScript charting library: the page must be fast on a phone opened from a notification.
+The template `watches/_price_chart.html` draws what `price_chart` computes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.conf import settings
+
+from watches.triggers import Point
+
+WIDTH, HEIGHT = 420, 230
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 52, 12, 14, 26
+
+
+@dataclass(frozen=True)
+class Line:
+    kind: str  # "low", "typical", "target": the CSS class and legend entry
+    value: int
+    y: float
+
+
+@dataclass(frozen=True)
+class Band:
+    x: float
+    width: float
+
+
+@dataclass(frozen=True)
+class Tick:
+    pos: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    width: int = WIDTH
+    height: int = HEIGHT
+    path: str = ""
+    stockouts: tuple[Band, ...] = ()
+    lines: tuple[Line, ...] = ()
+    yticks: tuple[Tick, ...] = ()
+    xticks: tuple[Tick, ...] = ()
+    last: tuple[float, float] | None = None  # the newest point, marked on the chart
+    plot: tuple[float, float, float, float] = (PAD_LEFT, PAD_TOP, WIDTH - PAD_RIGHT, HEIGHT - PAD_BOTTOM)
+    empty: bool = True
+    weeks: tuple[dict, ...] = field(default_factory=tuple)  # the text alternative
+
+
+def _nice_step(span: float) -> int:
+    for step in (1, 2, 5, 10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 50000):
+        if span / step <= 4:
+            return step
+    return 100000
+
+
+def price_chart(
+    points: Sequence[Point],
+    *,
+    now: dt.datetime,
+    days: int = 90,
+    low: int | None = None,
+    typical: int | None = None,
+    target: int | Decimal | None = None,
+) -> Chart:
+    start = now - dt.timedelta(days=days)
+    points = [p for p in points if p.observed_at >= start]
+    priced = [p for p in points if p.in_stock and p.effective_price is not None]
+    if not priced:
+        return Chart()
+    values = [p.effective_price for p in priced]
+    marks = [v for v in (low, typical, int(target) if target is not None else None) if v]
+    lo, hi = min(values + marks), max(values + marks)
+    margin = max((hi - lo) * 0.08, 10)
+    lo, hi = max(0, lo - margin), hi + margin
+    x0, y0, x1, y1 = PAD_LEFT, PAD_TOP, WIDTH - PAD_RIGHT, HEIGHT - PAD_BOTTOM
+    seconds = (now - start).total_seconds()
+
+    def x(at: dt.datetime) -> float:
+        return round(x0 + (x1 - x0) * (at - start).total_seconds() / seconds, 1)
+
+    def y(value: float) -> float:
+        return round(y1 - (y1 - y0) * (value - lo) / (hi - lo), 1)
+
+    # A step line: a price holds until the next observation; out of stock breaks the line.
+    segments: list[str] = []
+    previous_y: float | None = None
+    stockouts: list[Band] = []
+    out_since: float | None = None
+    for point in points:
+        px = x(point.observed_at)
+        if not point.in_stock or point.effective_price is None:
+            if previous_y is not None:
+                segments.append(f"H{px}")
+            previous_y = None
+            if out_since is None:
+                out_since = px
+            continue
+        if out_since is not None:
+            stockouts.append(Band(out_since, round(px - out_since, 1)))
+            out_since = None
+        py = y(point.effective_price)
+        segments.append(f"H{px}V{py}" if previous_y is not None else f"M{px},{py}")
+        previous_y = py
+    end_x = x(now)
+    if previous_y is not None:
+        segments.append(f"H{end_x}")
+    if out_since is not None:
+        stockouts.append(Band(out_since, round(end_x - out_since, 1)))
+
+    step = _nice_step(hi - lo)
+    first_tick = int(lo // step + 1) * step
+    yticks = tuple(Tick(y(v), f"¥{v:,}") for v in range(first_tick, int(hi) + 1, step))
+    tz = zoneinfo.ZoneInfo(settings.TIME_ZONE)
+    xticks = tuple(
+        Tick(x(at), f"{at.astimezone(tz):%-m/%-d}")
+        for at in (start + dt.timedelta(days=days * k / 4) for k in range(5))
+    )
+    lines = tuple(
+        Line(kind, int(value), y(float(value)))
+        for kind, value in (("low", low), ("typical", typical), ("target", target))
+        if value
+    )
+    last = priced[-1]
+    return Chart(
+        path="".join(segments),
+        stockouts=tuple(stockouts),
+        lines=lines,
+        yticks=yticks,
+        xticks=xticks,
+        last=(x(last.observed_at), y(last.effective_price)),
+        empty=False,
+        weeks=_weekly(points, start, now, tz),
+    )
+
+
+def _weekly(points: Sequence[Point], start: dt.datetime, now: dt.datetime, tz) -> tuple[dict, ...]:
+    """The text alternative: per week, the lowest and highest price and any stock-out."""
+    weeks = []
+    week_start = start
+    while week_start < now:
+        week_end = min(week_start + dt.timedelta(days=7), now)
+        inside = [p for p in points if week_start <= p.observed_at < week_end]
+        prices = [p.effective_price for p in inside if p.in_stock and p.effective_price is not None]
+        if inside:
+            weeks.append(
+                {
+                    "start": week_start.astimezone(tz).date(),
+                    "end": (week_end - dt.timedelta(seconds=1)).astimezone(tz).date(),
+                    "low": min(prices) if prices else None,
+                    "high": max(prices) if prices else None,
+                    "stockout": any(not p.in_stock for p in inside),
+                }
+            )
+        week_start = week_end
+    return tuple(reversed(weeks))
