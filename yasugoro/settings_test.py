@@ -9,3 +9,11 @@ SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The fake Ichiba answers at once: a stalled answer must time out quickly, and the client-side
+# rate limit (tested on its own with a fake clock) must not slow every test down.
+RAKUTEN_CONNECT_TIMEOUT = 2.0
+RAKUTEN_READ_TIMEOUT = 0.3
+RAKUTEN_RATE_PER_SECOND = 1000.0
+# Never scheduled by the test database's migrate, whatever DEBUG says.
+DEMO_TICK = False
