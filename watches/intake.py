@@ -90,7 +90,7 @@ def _parse_url(text: str) -> ItemRef:
         raise IntakeError(_("Only web addresses (https://…) can be added."), code="bad_url")
     if not host:
         raise IntakeError(_("That URL has no site in it."), code="bad_url")
-    if parts.username is not None or parts.password is not None or port not in (None, 80, 443):
+    if parts.username is not None or parts.password is not None:
         raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
     if host != RAKUTEN_ITEM_HOST:
         if host == "rakuten.co.jp" or host.endswith(".rakuten.co.jp"):
@@ -106,6 +106,8 @@ def _parse_url(text: str) -> ItemRef:
             % {"host": _short(host, 60)},
             code="unknown_host",
         )
+    if port not in (None, 80, 443):
+        raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
     segments = parts.path.split("/")
     # "/shop/item/" or "/shop/item": exactly two non-empty segments.
     if segments[-1] == "":
