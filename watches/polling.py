@@ -95,8 +95,8 @@ def poll(
     now: dt.datetime | None = None,
 ) -> PollResult:
     """Poll the due listings (or exactly the listings with item `codes`, due or not; or
-    every active listing of `source` with `force`). Stops starting new batches after
-    `max_seconds`. Returns the counts."""
+    every active listing of `source` with `force`). Starts no new batch once `max_seconds`
+    have passed (the first batch always runs). Returns the counts."""
     now = now or timezone.now()
     if codes is not None:
         queryset = Listing.objects.filter(item_code__in=list(codes)).order_by("id")
@@ -107,17 +107,16 @@ def poll(
     total = len(pending)
     result = PollResult()
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    done = 0
     for batch_source, ids in _batches(pending, settings.POLL_BATCH_SIZE):
-        if deadline is not None and time.monotonic() > deadline:
-            log.info(
-                "poll stopped after %s s; %d listing(s) wait for the next run",
-                max_seconds,
-                total - result.listings,
-            )
-            break
         result.add(poll_batch(batch_source, ids))
+        done += len(ids)
         if progress is not None:
-            progress(result.listings, total)
+            progress(done, total)
+        if deadline is not None and time.monotonic() > deadline and done < total:
+            # The rest are the most recently polled; they head the next run.
+            log.info("poll stopped after %s s; %d listing(s) wait", max_seconds, total - done)
+            break
     return result
 
 
