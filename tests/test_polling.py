@@ -274,7 +274,8 @@ def test_polling_again_the_same_day_folds_into_the_row_already_enqueued(clock):
     assert Outbox.objects.count() == 1
 
 
-def test_a_thousand_listings_with_ten_watches_each_enqueue_in_bulk(clock):
+def test_a_thousand_listings_with_ten_watches_each_enqueue_in_bulk(clock, settings):
+    settings.POLL_BATCH_SIZE = 200
     products = DemoProductFactory.build_batch(1000, price=900)
     DemoProduct.objects.bulk_create(products)
     listings = Listing.objects.bulk_create(
@@ -404,3 +405,15 @@ def test_the_demo_tick_is_scheduled_only_when_enabled(settings):
     settings.DEMO_TICK = False
     call_command("migrate", verbosity=0)
     assert not Schedule.objects.filter(name="demo-tick").exists()
+
+
+def test_polling_fills_a_blank_name_but_keeps_one_staff_set(clock, ichiba):
+    blank = due_listing(source="rakuten", item_code="yasu-shop:a", name="", price=1)
+    named = due_listing(source="rakuten", item_code="yasu-shop:b", name="スタッフの名前", price=1)
+    ichiba.add("yasu-shop:a")
+    ichiba.add("yasu-shop:b")
+    poll()
+    blank.refresh_from_db()
+    named.refresh_from_db()
+    assert blank.name == "テスト商品 a"
+    assert named.name == "スタッフの名前"

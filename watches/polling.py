@@ -144,6 +144,9 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
 
     new_points: list[PricePoint] = []
     detections: list[Detection] = []
+    seen: list[Listing] = []
+    failed: list[Listing] = []
+    described: list[Listing] = []
     for listing in listings:
         observation = _as_observation(listing, fetched.get(listing.item_code), now)
         if isinstance(observation, FetchError):
@@ -151,6 +154,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
             listing.last_error = f"{observation.kind}: {observation.detail}"[:200]
             listing.last_error_at = now
             listing.last_polled_at = now
+            failed.append(listing)
             continue
         result.observations += 1
         # Only what came before this observation (a dispatcher may have written since).
@@ -169,33 +173,29 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
                     in_stock=observation.in_stock,
                 )
             )
-        _remember(listing, observation)
+        seen.append(listing)
+        if _remember(listing, observation):
+            described.append(listing)
         watches = watches_by_listing.get(listing.pk)
         if watches:
             history = build_history((_point(p) for p in previous), observation.observed_at)
             detections.extend(_judge(listing, observation, history, watches))
 
+    # Each group writes only the fields this run learned: staff may have edited the rest
+    # (a name, units per pack, `paused`) while the batch was being fetched.
     with transaction.atomic():
         PricePoint.objects.bulk_create(new_points, batch_size=500)
-        Listing.objects.bulk_update(
-            listings,
-            [
-                "price",
-                "shipping",
-                "in_stock",
-                "last_polled_at",
-                "last_error",
-                "last_error_at",
-                "name",
-                "shop_name",
-                "url",
-                "image_url",
-            ],
-            batch_size=500,
-        )
+        _update(seen, ["price", "shipping", "in_stock", "last_polled_at", "last_error"])
+        _update(failed, ["last_error", "last_error_at", "last_polled_at"])
+        _update(described, list(_DESCRIPTIVE))
         result.enqueued = enqueue_many(detections, now=now)
     result.points = len(new_points)
     return result
+
+
+def _update(listings: list[Listing], fields: list[str]) -> None:
+    if listings:
+        Listing.objects.bulk_update(listings, fields, batch_size=500)
 
 
 def _fetch(source: str, codes: list[str]) -> dict[str, FetchResult]:
@@ -279,18 +279,24 @@ def _worth_writing(observation: Observation, previous: list[PricePoint]) -> bool
     return changed or quiet_for >= dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
 
 
-def _remember(listing: Listing, observation: Observation) -> None:
-    """The listing's last-seen state; descriptive fields only fill what is still empty, so
-    staff's edits and a shop's renaming spree do not fight."""
+_DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
+
+
+def _remember(listing: Listing, observation: Observation) -> bool:
+    """The listing's last-seen state. Descriptive fields only fill what is still empty, so
+    staff's edits and a shop's renaming spree do not fight; True when one was filled."""
     listing.price = observation.price
     listing.shipping = observation.shipping
     listing.in_stock = observation.in_stock
     listing.last_polled_at = observation.observed_at
     listing.last_error = ""
-    for field in ("name", "shop_name", "url", "image_url"):
+    filled = False
+    for field in _DESCRIPTIVE:
         value = getattr(observation, field)
         if value and not getattr(listing, field):
             setattr(listing, field, value)
+            filled = True
+    return filled
 
 
 def _point(point: PricePoint) -> Point:

@@ -161,10 +161,12 @@ POLL_MINUTES = env_int("POLL_MINUTES", 15, minimum=1)
 # old: history stays compact, yet never goes silent for long.
 POLL_HISTORY_MIN_MINUTES = env_int("POLL_HISTORY_MIN_MINUTES", 180, minimum=1)
 # Listings fetched per adapter call (and per short write transaction).
-POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 200, minimum=1)
-# The scheduled run stops starting new batches after this long (the rest waits for the next
-# run, least recently polled first); must stay below Q_TIMEOUT.
-POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 180, minimum=1)
+POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
+# The scheduled run starts no new batch after this long (the rest waits for the next run,
+# least recently polled first). A batch on a rate-limited marketplace takes up to
+# POLL_BATCH_SIZE / its rate seconds (100 s for Rakuten at 1/s): this plus one batch must stay
+# below Q_TIMEOUT.
+POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
 
 # --- Demo world ---------------------------------------------------------------------------
 # Move the demo market on a schedule (`demo-tick`), so a running `make run` shows detections,
