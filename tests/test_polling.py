@@ -289,9 +289,10 @@ def test_a_thousand_listings_with_ten_watches_each_enqueue_in_bulk(clock, settin
         for device in devices
     )
     outbox_table = connection.ops.quote_name(Outbox._meta.db_table)
+    out = io.StringIO()
     with CaptureQueriesContext(connection) as queries:
-        result = poll()
-    assert result.as_json() == {
+        call_command("poll_prices", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {
         "listings": 1000,
         "observations": 1000,
         "errors": 0,

@@ -79,9 +79,9 @@ def set_product(
 
 # The market's moods, per product and tick. A sale is a price below 92 % of the list price;
 # everyday wobbles never go that low, so a sale is always a real event.
-_SALE_STARTS = 0.05
+_SALE_STARTS = 0.08
 _SALE_ENDS = 0.3
-_SELLS_OUT = 0.02
+_SELLS_OUT = 0.03
 _RESTOCKS = 0.35
 _WOBBLES = 0.3
 _SALE_BELOW = 0.92
