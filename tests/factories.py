@@ -30,6 +30,8 @@ class ListingFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Listing
+        # The post-generation hook creates the DemoProduct; the listing needs no second save.
+        skip_postgeneration_save = True
 
     source = "demo"
     item_code = factory.Sequence(lambda n: f"demo-listing-{n}")
@@ -47,9 +49,13 @@ class ListingFactory(factory.django.DjangoModelFactory):
     def product(self, create, extracted, **kwargs):
         if create and self.source == "demo" and extracted is not False:
             DemoProductFactory(
-                item_code=self.item_code, name=self.name, price=self.price or 1,
-                shipping=self.shipping, in_stock=bool(self.in_stock),
-                units_per_pack=self.units_per_pack, **kwargs,
+                item_code=self.item_code,
+                name=self.name,
+                price=self.price or 1,
+                shipping=self.shipping,
+                in_stock=bool(self.in_stock),
+                units_per_pack=self.units_per_pack,
+                **kwargs,
             )
 
 

@@ -243,3 +243,14 @@ def test_the_admin_change_page_is_the_usual_one(admin_client):
     response = admin_client.get(reverse("admin:watches_listing_change", args=[listing.pk]))
     page = response.content.decode()
     assert 'name="item_code"' in page and 'name="code_or_url"' not in page
+
+
+def test_a_misconfigured_marketplace_is_a_clear_error_not_a_crash(settings):
+    settings.MARKETPLACE_ADAPTERS = {
+        **settings.MARKETPLACE_ADAPTERS,
+        "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+    }
+    settings.RAKUTEN_APP_ID = ""  # the adapter refuses to start without one
+    with pytest.raises(IntakeError) as caught:
+        add_listing(ITEM_URL)
+    assert caught.value.code == "unreachable"

@@ -418,3 +418,19 @@ def test_polling_fills_a_blank_name_but_keeps_one_staff_set(clock, ichiba):
     named.refresh_from_db()
     assert blank.name == "テスト商品 a"
     assert named.name == "スタッフの名前"
+
+
+def test_a_misconfigured_marketplace_is_an_error_per_listing_not_a_crash(clock, settings):
+    settings.MARKETPLACE_ADAPTERS = {
+        **settings.MARKETPLACE_ADAPTERS,
+        "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+    }
+    settings.RAKUTEN_APP_ID = ""
+    broken = due_listing(source="rakuten", item_code="yasu-shop:a")
+    fine = due_listing(price=1000)
+    result = poll()
+    assert (result.listings, result.observations, result.errors) == (2, 1, 1)
+    broken.refresh_from_db()
+    fine.refresh_from_db()
+    assert broken.last_error.startswith("bad_response: ImproperlyConfigured")
+    assert fine.last_error == "" and fine.last_polled_at == T0
