@@ -85,7 +85,7 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     def flush() -> int:
         if not batch:
             return 0
-        # Only quoted identifiers from the model's meta are formatted in; values are params.
+        # Table and column names come from the model, values go as parameters.
         sql = (
             f"INSERT INTO {table} ({columns}) VALUES {', '.join([row_sql] * len(batch))} "  # noqa: S608
             "ON CONFLICT DO NOTHING"
@@ -96,29 +96,46 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
             cursor.execute(sql, params)
             return cursor.rowcount
 
+    # get_db_prep_save gives each database its own format (SQLite's datetime text,
+    # PostgreSQL's jsonb adapter), exactly as the ORM would write it. The columns every row
+    # shares are converted once per call, and each distinct detection time once: converting
+    # every field of every row was most of the cost of a large detection run.
+    by_name = {f.name: f for f in fields}
+    shared = {
+        name: by_name[name].get_db_prep_save(value, connection)
+        for name, value in {
+            "status": Status.PENDING.value,
+            "previous_status": "",
+            "reason": "",
+            "detail": "",
+            "retry_count": 0,
+            "attempts": 0,
+            "next_attempt_at": now,
+            "claimed_by": "",
+            "created_at": now,
+            "updated_at": now,
+        }.items()
+    }
+    times: dict[dt.datetime, Any] = {}
+
+    def prep(name: str, value: Any) -> Any:
+        return by_name[name].get_db_prep_save(value, connection)
+
     with transaction.atomic():
         for d in detections:
+            detected_at = times.get(d.detected_at)
+            if detected_at is None:
+                detected_at = times[d.detected_at] = prep("detected_at", d.detected_at)
             values = {
-                "watch": d.watch_id,
-                "device": d.device_id,
-                "channel": d.channel,
-                "trigger": d.trigger,
-                "status": Status.PENDING.value,
-                "previous_status": "",
-                "reason": "",
-                "detail": "",
-                "detected_at": d.detected_at,
-                "detected_payload": dict(d.payload),
-                "retry_count": 0,
-                "attempts": 0,
-                "next_attempt_at": now,
-                "claimed_by": "",
-                "created_at": now,
-                "updated_at": now,
+                **shared,
+                "watch": prep("watch", d.watch_id),
+                "device": prep("device", d.device_id),
+                "channel": prep("channel", d.channel),
+                "trigger": prep("trigger", d.trigger),
+                "detected_at": detected_at,
+                "detected_payload": prep("detected_payload", dict(d.payload)),
             }
-            # get_db_prep_save gives each database its own format (SQLite's datetime text,
-            # PostgreSQL's jsonb adapter), exactly as the ORM would write it.
-            batch.append([f.get_db_prep_save(values[f.name], connection) for f in fields])
+            batch.append([values[name] for name in _COLUMNS])
             if len(batch) >= _CHUNK:
                 inserted += flush()
         inserted += flush()

@@ -56,3 +56,23 @@ def push_service(settings):
     settings.PUSH_SERVICE_HOSTS = [*settings.PUSH_SERVICE_HOSTS, service.origin]
     yield service
     service.stop()
+
+
+@pytest.fixture
+def ichiba(settings):
+    """A fake Rakuten Ichiba API on 127.0.0.1, configured as the `rakuten` marketplace."""
+    from tests.fakes.ichiba import APP_ID, FakeIchiba
+    from watches.marketplaces.ratelimit import forget_limiter
+
+    fake = FakeIchiba().start()
+    settings.RAKUTEN_APP_ID = APP_ID
+    settings.RAKUTEN_API_URL = fake.url
+    settings.MARKETPLACE_ADAPTERS = {
+        **settings.MARKETPLACE_ADAPTERS,
+        "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+    }
+    # The limiter is process-wide: a 429 in one test must not hold off the next.
+    forget_limiter(f"rakuten:{APP_ID}", settings.RAKUTEN_RATE_PER_SECOND)
+    yield fake
+    fake.stop()
+    forget_limiter(f"rakuten:{APP_ID}", settings.RAKUTEN_RATE_PER_SECOND)

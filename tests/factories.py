@@ -31,6 +31,7 @@ class ListingFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Listing
+        # The post-generation hook creates the DemoProduct; the listing needs no second save.
         skip_postgeneration_save = True
 
     source = "demo"

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import DemoProduct, Device, Listing, Watch
 
 
 @admin.register(Listing)
-class ListingAdmin(admin.ModelAdmin):
+class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
     list_display = ("name", "source", "item_code", "price", "shipping", "in_stock", "paused", "last_polled_at", "last_error")
     list_filter = ("source", "paused", "in_stock", "category")
     search_fields = ("name", "item_code")

@@ -1,5 +1,8 @@
 """The demo world: a catalogue of everyday consumables on the built-in demo marketplace, with
-90 days of plausible price history, so a fresh `make run` has something to watch."""
+90 days of plausible price history, so a fresh `make run` has something to watch, and a market
+that keeps moving (`tick`: sales, stock-outs, recoveries) so the outbox has something to do."""
+
+# ruff: noqa: E501 -- the catalogue is a table, one product a line.
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ class DemoItem:
     shipping: int | None = 0
 
 
+# fmt: off
 CATALOGUE: tuple[DemoItem, ...] = (
     DemoItem(
         "tp-scottie-12r",
@@ -148,6 +152,8 @@ CATALOGUE: tuple[DemoItem, ...] = (
     ),
     DemoItem("dp-moony-m-64", "ムーニーマン エアフィット M 64枚", "おむつ", 1680, 64, "sheet"),
 )
+# fmt: on
+_LIST_PRICE = {item.code: item.price for item in CATALOGUE}
 
 
 def set_product(
@@ -166,6 +172,77 @@ def set_product(
         product.in_stock = in_stock
     product.save()
     return product
+
+
+# The market's moods, per product and tick. A sale is a price below 92 % of the list price;
+# everyday wobbles never go that low, so a sale is always a real event.
+_SALE_STARTS = 0.08
+_SALE_ENDS = 0.3
+_SELLS_OUT = 0.03
+_RESTOCKS = 0.35
+_WOBBLES = 0.3
+_SALE_BELOW = 0.92
+
+
+@dataclass(frozen=True)
+class Move:
+    """One product's change in one tick."""
+
+    code: str
+    what: str  # sale, sale over, wobble, sold out, restocked
+    old_price: int
+    new_price: int
+    in_stock: bool
+
+
+def tick(rng: random.Random | None = None) -> list[Move]:
+    """Move the demo market one step: a random walk of the catalogue's prices around their
+    list price (sales that start and end, small wobbles pulled back to the list price) and
+    of their stock (rare stock-outs, quick recoveries). Products staff gave a simulated fault
+    and products outside the catalogue stay as staff left them. Returns what moved."""
+    rng = rng or random.Random()
+    products = DemoProduct.objects.filter(item_code__in=_LIST_PRICE, fault="").order_by("item_code")
+    moves: list[Move] = []
+    changed: list[DemoProduct] = []
+    now = timezone.now()
+    for product in products:
+        move = _step(product, _LIST_PRICE[product.item_code], rng)
+        if move is not None:
+            product.updated_at = now
+            moves.append(move)
+            changed.append(product)
+    DemoProduct.objects.bulk_update(changed, ["price", "in_stock", "updated_at"])
+    return moves
+
+
+def _step(product: DemoProduct, list_price: int, rng: random.Random) -> Move | None:
+    old = product.price
+    if not product.in_stock:
+        if rng.random() >= _RESTOCKS:
+            return None
+        product.in_stock = True
+        return Move(product.item_code, "restocked", old, old, True)
+    if rng.random() < _SELLS_OUT:
+        product.in_stock = False
+        return Move(product.item_code, "sold out", old, old, False)
+    if old < list_price * _SALE_BELOW:
+        if rng.random() >= _SALE_ENDS:
+            return None
+        product.price = round(list_price * rng.uniform(0.97, 1.03))
+        return Move(product.item_code, "sale over", old, product.price, True)
+    if rng.random() < _SALE_STARTS:
+        product.price = round(list_price * rng.uniform(0.72, 0.88))
+        return Move(product.item_code, "sale", old, product.price, True)
+    if rng.random() >= _WOBBLES:
+        return None
+    wobbled = old * rng.uniform(0.985, 1.015)
+    pulled = wobbled + 0.2 * (list_price - wobbled)  # back towards the list price
+    low, high = list_price * (_SALE_BELOW + 0.01), list_price * 1.1
+    new = round(min(max(pulled, low), high))
+    if new == old:
+        return None
+    product.price = new
+    return Move(product.item_code, "wobble", old, new, True)
 
 
 def _history(item: DemoItem, now: dt.datetime) -> list[tuple[dt.datetime, int, bool]]:

@@ -33,17 +33,16 @@ def histories(listing_ids: Iterable[int], now: dt.datetime | None = None) -> dic
     return {listing_id: build_history(points.get(listing_id, ()), now) for listing_id in ids}
 
 
+def stats(history: History) -> tuple[int | None, int | None]:
+    """(typical price, 90-day low) as the listing stores them."""
+    typical = round(history.typical) if history.typical is not None else None
+    return typical, history.low_90
+
+
 def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) -> int:
     """Recompute each listing's typical price and 90-day low from its history."""
     summary = histories(listing_ids, now)
-    params = [
-        (
-            round(history.typical) if history.typical is not None else None,
-            history.low_90,
-            listing_id,
-        )
-        for listing_id, history in summary.items()
-    ]
+    params = [(*stats(history), listing_id) for listing_id, history in summary.items()]
     table = connection.ops.quote_name(Listing._meta.db_table)
     with connection.cursor() as cursor:
         cursor.executemany(

@@ -3,7 +3,7 @@ devices) and how (watches with a trigger and its parameters)."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from django.db import models
 from django.db.models import Q
@@ -104,9 +104,13 @@ def effective_price(price: int | None, shipping: int | None) -> int | None:
 
 
 def unit_price(price: int | None, units_per_pack: int | None) -> Decimal | None:
+    """Price per unit, rounded *up* to the sen: a ¥50/unit target must not be met by ¥50.004,
+    and the same price always gives the same value (it is stored as a delivered baseline)."""
     if price is None or not units_per_pack:
         return None
-    return (Decimal(price) / Decimal(units_per_pack)).quantize(Decimal("0.01"))
+    return (Decimal(price) / Decimal(units_per_pack)).quantize(
+        Decimal("0.01"), rounding=ROUND_CEILING
+    )
 
 
 class PricePoint(models.Model):

@@ -6,20 +6,31 @@ Each trigger is judged by two pure functions over plain values:
 - `recheck` (right before sending): given the freshly re-fetched observation and that
   snapshot, does it still hold? The message is then built from the fresh value.
 
-Prices compare as effective price (price + shipping where known). A `target_price` (or a
-`back_in_stock` target) compares the unit price when the watch asks for it and the listing
-has units per pack. A trigger re-arms after delivery only when the price goes lower than the
-last delivered one, or returns above the line and crosses it again.
+The four kinds, each holding when the compared value is at or below its *line*:
+- `target_price`: the line is the watcher's target. The compared value is the effective price
+  (price + shipping where known), or the unit price when the watch asks for it and the listing
+  has units per pack.
+- `price_drop`: the line is N % (the watcher's, default 15) below the listing's typical price,
+  the time-weighted median of the last 30 days.
+- `lowest`: the line is the lowest effective price of the last 90 days; no line at all until
+  the history spans 14 days.
+- `back_in_stock`: the listing was out of stock since the watch last had news and is in stock
+  now; with a target, also at or below it.
+
+Re-arming: after a delivered notification, a price trigger fires again only when the value goes
+lower than the last delivered one, or went back above the line since and crosses it again;
+`back_in_stock` fires again only after a new stock-out.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
-import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
 
 from watches.models import Trigger, effective_price, unit_price
 
@@ -28,10 +39,31 @@ LOW_WINDOW = dt.timedelta(days=90)
 LOWEST_MIN_HISTORY = dt.timedelta(days=14)
 DEFAULT_DROP_PERCENT = 15
 
-# Why a re-check says no; the outbox uses these words as its drop reasons.
+# Why a judgement says no; the outbox uses the re-check's words as its drop reasons.
 OUT_OF_STOCK = "out_of_stock"
 CONDITION_LOST = "condition_lost"
 ALREADY_NOTIFIED = "already_notified"
+
+_UNIT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+class WatchLike(Protocol):
+    """What triggers read of a watch (a `Watch` row, saved or not)."""
+
+    trigger: str
+    target_price: int | None
+    drop_percent: int | None
+    use_unit_price: bool
+    last_notified_price: Decimal | None
+    last_notified_at: dt.datetime | None
+    created_at: dt.datetime
+
+
+class ObservationLike(Protocol):
+    price: int | None
+    shipping: int | None
+    in_stock: bool
 
 
 @dataclass(frozen=True)
@@ -47,34 +79,95 @@ class Point:
 class History:
     """What triggers need of a listing's past, computed once per listing per poll."""
 
-    typical: Decimal | None  # median effective price, last 30 days, in stock
-    low_90: int | None  # lowest effective price, last 90 days, in stock
+    typical: Decimal | None  # time-weighted median effective price, last 30 days, in stock
+    low_90: int | None  # lowest effective price observed in the last 90 days, in stock
     span: dt.timedelta  # how far back the history goes
     previous_in_stock: bool | None  # stock at the observation before this one
-    points: tuple[Point, ...] = ()  # in time order; used for re-arming
+    # The latest stock-out, and when the listing was next seen in stock after it (None while
+    # it is still out): enough to answer "out of stock at any time since T" in O(1).
+    last_out_at: dt.datetime | None = None
+    restocked_at: dt.datetime | None = None
+    # In time order, with the running maximum of in-stock prices from each point to the end,
+    # so "highest price since T" is one bisection.
+    times: tuple[dt.datetime, ...] = field(default=(), repr=False)
+    suffix_max: tuple[int | None, ...] = field(default=(), repr=False)
 
     def max_since(self, since: dt.datetime) -> int | None:
-        prices = [
-            p.effective_price
-            for p in self.points
-            if p.observed_at > since and p.in_stock and p.effective_price is not None
-        ]
-        return max(prices) if prices else None
+        """The highest in-stock effective price observed strictly after `since`."""
+        index = bisect.bisect_right(self.times, since)
+        return self.suffix_max[index] if index < len(self.suffix_max) else None
+
+    def out_of_stock_since(self, since: dt.datetime) -> bool:
+        """Whether the listing was out of stock at any time after `since` — including a
+        stock-out that was already under way at `since`."""
+        if self.last_out_at is None:
+            return False
+        return self.restocked_at is None or self.restocked_at > since
 
 
 def build_history(points: Iterable[Point], now: dt.datetime) -> History:
-    """Summarise past observations (not including the one being judged)."""
+    """Summarise past observations (not including the one being judged) as of `now`."""
     ordered = tuple(sorted(points, key=lambda p: p.observed_at))
-    priced = [p for p in ordered if p.in_stock and p.effective_price is not None]
-    recent = [p.effective_price for p in priced if p.observed_at >= now - TYPICAL_WINDOW]
-    window = [p.effective_price for p in priced if p.observed_at >= now - LOW_WINDOW]
+    low_start = now - LOW_WINDOW
+    window = [
+        p.effective_price
+        for p in ordered
+        if p.in_stock and p.effective_price is not None and p.observed_at >= low_start
+    ]
+    last_out_at = restocked_at = None
+    for index in range(len(ordered) - 1, -1, -1):
+        if not ordered[index].in_stock:
+            last_out_at = ordered[index].observed_at
+            if index + 1 < len(ordered):
+                restocked_at = ordered[index + 1].observed_at
+            break
+    suffix: list[int | None] = [None] * len(ordered)
+    running: int | None = None
+    for index in range(len(ordered) - 1, -1, -1):
+        p = ordered[index]
+        if p.in_stock and p.effective_price is not None:
+            running = p.effective_price if running is None else max(running, p.effective_price)
+        suffix[index] = running
     return History(
-        typical=Decimal(str(statistics.median(recent))) if recent else None,
+        typical=_typical(ordered, now),
         low_90=min(window) if window else None,
         span=(now - ordered[0].observed_at) if ordered else dt.timedelta(0),
         previous_in_stock=ordered[-1].in_stock if ordered else None,
-        points=ordered,
+        last_out_at=last_out_at,
+        restocked_at=restocked_at,
+        times=tuple(p.observed_at for p in ordered),
+        suffix_max=tuple(suffix),
     )
+
+
+def _typical(ordered: tuple[Point, ...], now: dt.datetime) -> Decimal | None:
+    """The median of the last 30 days, each in-stock price weighted by how long it held.
+
+    Weighting by time, not by sample, matters because polling skips writing unchanged prices
+    (and the dispatcher writes extra points): a plain median of rows would lean towards
+    whatever period was sampled most densely. With evenly spaced points it is the plain
+    median, the mean of the two middle values included.
+    """
+    start = now - TYPICAL_WINDOW
+    weights: dict[int, int] = defaultdict(int)
+    for index, point in enumerate(ordered):
+        end = ordered[index + 1].observed_at if index + 1 < len(ordered) else now
+        begin = max(point.observed_at, start)
+        if end <= begin or not point.in_stock or point.effective_price is None:
+            continue
+        weights[point.effective_price] += (min(end, now) - begin) // _MICROSECOND
+    total = sum(weights.values())
+    if not total:
+        return None
+    prices = sorted(weights)
+    seen = 0
+    for index, price in enumerate(prices):
+        seen += weights[price]
+        if 2 * seen > total:
+            return Decimal(price)
+        if 2 * seen == total:
+            return (Decimal(price) + Decimal(prices[index + 1])) / 2
+    raise AssertionError("unreachable: the weights sum to the total")
 
 
 @dataclass(frozen=True)
@@ -85,30 +178,31 @@ class Judgement:
     line: Decimal | None = None  # the value at or below which it holds
 
     def snapshot(self, extra: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "value": _num(self.value),
-            "line": _num(self.line),
-            **extra,
-        }
+        return {"value": _num(self.value), "line": _num(self.line), **extra}
 
 
 def compared_value(
-    trigger: str, use_unit_price: bool, units_per_pack: int | None, price: int | None,
+    trigger: str,
+    use_unit_price: bool,
+    units_per_pack: int | None,
+    price: int | None,
     shipping: int | None,
 ) -> Decimal | None:
+    """The number a trigger compares: the unit price for target-style triggers when the watch
+    asks for it and the listing has units per pack, else the effective price."""
     total = effective_price(price, shipping)
     if total is None:
         return None
-    if trigger in (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK) and use_unit_price and units_per_pack:
+    if trigger in _UNIT_TRIGGERS and use_unit_price and units_per_pack:
         return unit_price(total, units_per_pack)
     return Decimal(total)
 
 
-def line_for(watch, history: History | None) -> Decimal | None:
+def line_for(watch: WatchLike, history: History | None) -> Decimal | None:
     """The value at or below which the watch's trigger holds; None when it cannot be known
     (no target, or not enough history)."""
     trigger = watch.trigger
-    if trigger in (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK):
+    if trigger in _UNIT_TRIGGERS:
         return Decimal(watch.target_price) if watch.target_price is not None else None
     if history is None:
         return None
@@ -116,9 +210,8 @@ def line_for(watch, history: History | None) -> Decimal | None:
         if history.typical is None:
             return None
         percent = watch.drop_percent or DEFAULT_DROP_PERCENT
-        return (history.typical * (100 - percent) / 100).quantize(
-            Decimal("0.01"), rounding=ROUND_HALF_UP
-        )
+        # Exact: a value exactly N % below the typical price holds.
+        return history.typical * (100 - percent) / 100
     if trigger == Trigger.LOWEST:
         if history.low_90 is None or history.span < LOWEST_MIN_HISTORY:
             return None
@@ -126,8 +219,14 @@ def line_for(watch, history: History | None) -> Decimal | None:
     raise ValueError(f"unknown trigger {trigger!r}")
 
 
-def detect(watch, units_per_pack: int | None, observation, history: History) -> Judgement:
-    """Should `observation` (the listing's newest) enqueue a notification for `watch`?"""
+def detect(
+    watch: WatchLike,
+    units_per_pack: int | None,
+    observation: ObservationLike,
+    history: History,
+) -> Judgement:
+    """Should `observation` (the listing's newest) enqueue a notification for `watch`?
+    `history` holds the observations before it."""
     if not observation.in_stock or observation.price is None:
         return Judgement(False, OUT_OF_STOCK)
     value = compared_value(
@@ -135,12 +234,13 @@ def detect(watch, units_per_pack: int | None, observation, history: History) -> 
     )
     line = line_for(watch, history)
     if watch.trigger == Trigger.BACK_IN_STOCK:
-        came_back = history.previous_in_stock is False
-        within = line is None or value <= line
-        if not (came_back and within):
+        if line is not None and value > line:
             return Judgement(False, CONDITION_LOST, value, line)
-        if watch.last_notified_at is not None and not _went_out_since(history, watch.last_notified_at):
-            return Judgement(False, ALREADY_NOTIFIED, value, line)
+        # Not "out at the previous observation": a dispatcher's re-fetch may have written the
+        # first in-stock point, and the poll after it must still see the comeback.
+        notified = watch.last_notified_at is not None
+        if not history.out_of_stock_since(watch.last_notified_at or watch.created_at):
+            return Judgement(False, ALREADY_NOTIFIED if notified else CONDITION_LOST, value, line)
         return Judgement(True, "", value, line)
     if line is None or value > line:
         return Judgement(False, CONDITION_LOST, value, line)
@@ -150,7 +250,11 @@ def detect(watch, units_per_pack: int | None, observation, history: History) -> 
 
 
 def recheck(
-    watch, units_per_pack: int | None, fresh, snapshot: Mapping[str, Any], detected_at: dt.datetime
+    watch: WatchLike,
+    units_per_pack: int | None,
+    fresh: ObservationLike,
+    snapshot: Mapping[str, Any],
+    detected_at: dt.datetime,
 ) -> Judgement:
     """Does the detection still hold on the freshly re-fetched observation?"""
     if not fresh.in_stock or fresh.price is None:
@@ -158,7 +262,7 @@ def recheck(
     value = compared_value(
         watch.trigger, watch.use_unit_price, units_per_pack, fresh.price, fresh.shipping
     )
-    if watch.trigger in (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK):
+    if watch.trigger in _UNIT_TRIGGERS:
         # The watcher may have moved their target since detection: theirs is the line now.
         line = Decimal(watch.target_price) if watch.target_price is not None else None
     else:
@@ -169,27 +273,38 @@ def recheck(
     elif line is None or value > line:
         return Judgement(False, CONDITION_LOST, value, line)
     last_at, last_value = watch.last_notified_at, watch.last_notified_price
-    if last_at is not None and last_at >= detected_at:
-        # Something was delivered after this detection: only a further drop is news.
-        if watch.trigger == Trigger.BACK_IN_STOCK or last_value is None or value >= last_value:
-            return Judgement(False, ALREADY_NOTIFIED, value, line)
+    # Something was delivered after this detection: only a further drop is still news.
+    if (
+        last_at is not None
+        and last_at >= detected_at
+        and (
+            watch.trigger == Trigger.BACK_IN_STOCK
+            or last_value is None
+            or value >= Decimal(last_value)
+        )
+    ):
+        return Judgement(False, ALREADY_NOTIFIED, value, line)
     return Judgement(True, "", value, line)
 
 
-def _rearmed(watch, value: Decimal, line: Decimal, history: History, units_per_pack) -> bool:
+def _rearmed(
+    watch: WatchLike,
+    value: Decimal,
+    line: Decimal,
+    history: History,
+    units_per_pack: int | None,
+) -> bool:
     if watch.last_notified_at is None or watch.last_notified_price is None:
         return True
-    if value < watch.last_notified_price:
+    if value < Decimal(watch.last_notified_price):
         return True
     highest = history.max_since(watch.last_notified_at)
     if highest is None:
         return False
-    highest_value = compared_value(watch.trigger, watch.use_unit_price, units_per_pack, highest, 0)
+    highest_value = compared_value(
+        watch.trigger, watch.use_unit_price, units_per_pack, highest, None
+    )
     return highest_value is not None and highest_value > line
-
-
-def _went_out_since(history: History, since: dt.datetime) -> bool:
-    return any(not p.in_stock for p in history.points if p.observed_at > since)
 
 
 def _num(value: Decimal | None) -> str | None:

@@ -31,3 +31,11 @@ def ensure_schedule(name: str, func: str, *, minutes: int) -> None:
         changed.append("next_run")
     if changed:
         schedule.save(update_fields=changed)
+
+
+def remove_schedule(name: str) -> int:
+    """Delete the schedules named `name`; returns how many there were."""
+    from django_q.models import Schedule
+
+    deleted, _ = Schedule.objects.filter(name=name).delete()
+    return deleted

@@ -199,7 +199,32 @@ RAKUTEN_API_URL = env_str(
     "RAKUTEN_API_URL", "https://app.rakuten.co.jp/services/api/IchibaItem/Search/20220601"
 )
 RAKUTEN_RATE_PER_SECOND = env_float("RAKUTEN_RATE_PER_SECOND", 1.0, minimum=0.01)
+RAKUTEN_CONNECT_TIMEOUT = env_float("RAKUTEN_CONNECT_TIMEOUT", 3.05, minimum=0.01)
+RAKUTEN_READ_TIMEOUT = env_float("RAKUTEN_READ_TIMEOUT", 10.0, minimum=0.01)
+# A caller held off longer than this by the limiter (after a 429) gets `rate_limited` for the
+# rest of its batch instead of blocking.
+RAKUTEN_MAX_WAIT_SECONDS = env_float("RAKUTEN_MAX_WAIT_SECONDS", 10.0, minimum=0)
+if RAKUTEN_APP_ID:
+    MARKETPLACE_ADAPTERS["rakuten"] = "watches.marketplaces.rakuten.RakutenMarketplace"
+
+# --- Price polling ------------------------------------------------------------------------
 POLL_MINUTES = env_int("POLL_MINUTES", 15, minimum=1)
+# An unchanged observation is written to history only when the last point is at least this
+# old: history stays compact, yet never goes silent for long.
+POLL_HISTORY_MIN_MINUTES = env_int("POLL_HISTORY_MIN_MINUTES", 180, minimum=1)
+# Listings fetched per adapter call (and per short write transaction).
+POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
+# The scheduled run starts no new batch after this long (the rest waits for the next run,
+# least recently polled first). A batch on a rate-limited marketplace takes up to
+# POLL_BATCH_SIZE / its rate seconds (100 s for Rakuten at 1/s): this plus one batch must stay
+# below Q_TIMEOUT.
+POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
+
+# --- Demo world ---------------------------------------------------------------------------
+# Move the demo market on a schedule (`demo-tick`), so a running `make run` shows detections,
+# sends and drops on its own.
+DEMO_TICK = env_bool("DEMO_TICK", DEBUG)
+DEMO_TICK_MINUTES = env_int("DEMO_TICK_MINUTES", 1, minimum=1)
 
 # --- django-q2 ----------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")

@@ -1,0 +1,179 @@
+"""A fake Rakuten Ichiba Item Search API: a real HTTP server on 127.0.0.1, in a thread.
+
+It answers `GET /?applicationId=…&itemCode=…&formatVersion=2…` in the documented JSON shape
+(`formatVersion=2`: items flattened in `Items[]`) for the items a test puts in `items`, and
+misbehaves on demand per item code (`behave[code] = "…"`):
+
+    rate_limited    429 {"error": "too_many_requests"} with Retry-After (`retry_after`)
+    server          500 {"error": "system_error"}
+    unavailable     503 {"error": "service_unavailable"}
+    stall           waits (past any sane read timeout) before answering
+    malformed       200 with a body that is not JSON
+    missing_fields  200 with the item lacking itemPrice
+    wrong_types     200 with itemPrice as a string
+    empty           200 with count 0 and no items
+    not_found       404 {"error": "not_found"}
+    wrong_parameter 400 {"error": "wrong_parameter"}
+
+Every request is recorded (`requests`) so tests can see what was asked, and how often.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+APP_ID = "test-app-id"
+
+
+def ichiba_item(code: str, *, price: int = 1000, available: bool = True, **overrides) -> dict:
+    """One item as `formatVersion=2` returns it (a realistic subset of the fields)."""
+    shop, _, item = code.partition(":")
+    return {
+        "itemName": f"テスト商品 {item}",
+        "catchcopy": "",
+        "itemCode": code,
+        "itemPrice": price,
+        "itemCaption": "",
+        "itemUrl": f"https://item.rakuten.co.jp/{shop}/{item}/",
+        "shopUrl": f"https://www.rakuten.co.jp/{shop}/",
+        "smallImageUrls": [
+            f"https://thumbnail.image.rakuten.co.jp/@0_mall/{shop}/{item}.jpg?_ex=64x64"
+        ],
+        "mediumImageUrls": [
+            f"https://thumbnail.image.rakuten.co.jp/@0_mall/{shop}/{item}.jpg?_ex=128x128"
+        ],
+        "availability": 1 if available else 0,
+        "taxFlag": 0,
+        "postageFlag": 0,
+        "creditCardFlag": 1,
+        "reviewCount": 12,
+        "reviewAverage": 4.5,
+        "pointRate": 1,
+        "shopName": f"ショップ {shop}",
+        "shopCode": shop,
+        "genreId": "100000",
+        **overrides,
+    }
+
+
+class FakeIchiba:
+    def __init__(self) -> None:
+        self.items: dict[str, dict] = {}
+        self.behave: dict[str, str] = {}
+        self.retry_after = "120"
+        self.stall_seconds = 5.0
+        self.requests: list[dict[str, str]] = []
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+                with fake._lock:
+                    fake.requests.append(query)
+                status, headers, body = fake.answer(query)
+                if status is None:
+                    return
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:  # quiet test output
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/api/IchibaItem/Search/20220601"
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    def start(self) -> FakeIchiba:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()  # let stalled handlers finish
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
+
+    def add(self, code: str, **kwargs) -> dict:
+        self.items[code] = ichiba_item(code, **kwargs)
+        return self.items[code]
+
+    def asked(self, code: str) -> int:
+        return sum(1 for query in self.requests if query.get("itemCode") == code)
+
+    def answer(self, query: dict[str, str]) -> tuple[int | None, dict[str, str], bytes]:
+        if query.get("applicationId") != APP_ID:
+            return _json(
+                400,
+                {"error": "wrong_parameter", "error_description": "specify valid applicationId"},
+            )
+        if query.get("formatVersion") != "2":
+            return _json(400, {"error": "wrong_parameter", "error_description": "formatVersion"})
+        code = query.get("itemCode", "")
+        behaviour = self.behave.get(code, "")
+        if behaviour == "rate_limited":
+            status, headers, body = _json(
+                429,
+                {
+                    "error": "too_many_requests",
+                    "error_description": "number of allowed requests has been exceeded "
+                    "for this API. please try again soon.",
+                },
+            )
+            if self.retry_after is not None:
+                headers["Retry-After"] = self.retry_after
+            return status, headers, body
+        if behaviour == "server":
+            return _json(500, {"error": "system_error", "error_description": "api logic error"})
+        if behaviour == "unavailable":
+            return _json(503, {"error": "service_unavailable", "error_description": "maintenance"})
+        if behaviour == "stall":
+            self._release.wait(self.stall_seconds)
+            return None, {}, b""
+        if behaviour == "malformed":
+            return 200, {"Content-Type": "application/json"}, b'{"count": 1, "Items": [{"itemCo'
+        if behaviour == "not_found":
+            return _json(404, {"error": "not_found", "error_description": "not found"})
+        if behaviour == "wrong_parameter":
+            return _json(
+                400, {"error": "wrong_parameter", "error_description": "itemCode is not valid"}
+            )
+        item = self.items.get(code)
+        if behaviour == "empty" or item is None:
+            return _json(200, _page([]))
+        if behaviour == "missing_fields":
+            item = {k: v for k, v in item.items() if k != "itemPrice"}
+        if behaviour == "wrong_types":
+            item = {**item, "itemPrice": str(item["itemPrice"])}
+        return _json(200, _page([item]))
+
+
+def _page(items: list[dict]) -> dict:
+    return {
+        "count": len(items),
+        "page": 1,
+        "first": 1 if items else 0,
+        "last": len(items),
+        "hits": len(items),
+        "carrier": 0,
+        "pageCount": 1 if items else 0,
+        "Items": items,
+        "GenreInformation": [],
+        "TagInformation": [],
+    }
+
+
+def _json(status: int, data: dict) -> tuple[int, dict[str, str], bytes]:
+    body = json.dumps(data, ensure_ascii=False).encode()
+    return status, {"Content-Type": "application/json;charset=UTF-8"}, body

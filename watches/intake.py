@@ -1,0 +1,247 @@
+"""Listing intake: from what a person pastes (an item code or a marketplace item URL) to a
+Listing filled by a first fetch.
+
+A URL is only *parsed* into an item code, never fetched: the only requests made are the
+marketplace adapter's own, to the marketplace's API. Every problem becomes an IntakeError whose
+message can be shown as is, to staff in admin or to a user on the pages.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
+from watches.models import Listing, PricePoint, Source
+
+log = logging.getLogger("watches.intake")
+
+MAX_INPUT = 1000
+RAKUTEN_ITEM_HOST = "item.rakuten.co.jp"
+# Shop codes and item management numbers: lowercase letters, digits, hyphens, underscores
+# (Rakuten lowercases them on registration).
+_RAKUTEN_PART = r"[a-z0-9][a-z0-9_-]{0,254}"
+_RAKUTEN_CODE = re.compile(rf"^({_RAKUTEN_PART}):({_RAKUTEN_PART})$")
+_DEMO_CODE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+
+
+class IntakeError(Exception):
+    """A listing could not be added. `message` is safe to show to whoever asked; `code` is a
+    short word for tests and logs."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    source: str
+    item_code: str
+
+
+def parse_item_ref(text: object) -> ItemRef:
+    """An item code or item URL, as typed or pasted, to (source, item code). Raises
+    IntakeError; never touches the network."""
+    if not isinstance(text, str) or not text.strip():
+        raise IntakeError(_("Enter an item code or a Rakuten Ichiba item URL."), code="empty")
+    text = text.strip()
+    if len(text) > MAX_INPUT:
+        raise IntakeError(_("That is too long to be an item code or URL."), code="too_long")
+    if any(ord(c) < 32 or c.isspace() for c in text):
+        raise IntakeError(
+            _("An item code or URL has no spaces or line breaks in it."), code="bad_code"
+        )
+    lowered = text.lower()
+    if "://" in text or lowered.startswith((RAKUTEN_ITEM_HOST + "/", "www.", "http:", "https:")):
+        return _parse_url(text)
+    match = _RAKUTEN_CODE.match(lowered)
+    if match:
+        return _enabled(ItemRef(Source.RAKUTEN, f"{match[1]}:{match[2]}"))
+    if _DEMO_CODE.match(lowered):
+        return _enabled(ItemRef(Source.DEMO, lowered))
+    raise IntakeError(
+        _(
+            "“%(text)s” is not an item code. Paste the item's URL "
+            "(https://item.rakuten.co.jp/shop/item/) or its code (shop:item)."
+        )
+        % {"text": _short(text)},
+        code="bad_code",
+    )
+
+
+def _parse_url(text: str) -> ItemRef:
+    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text):
+        text = "https://" + text
+    try:
+        parts = urlsplit(text)
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port
+    except ValueError:
+        raise IntakeError(_("That URL is not valid."), code="bad_url") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise IntakeError(_("Only web addresses (https://…) can be added."), code="bad_url")
+    if not host:
+        raise IntakeError(_("That URL has no site in it."), code="bad_url")
+    if parts.username is not None or parts.password is not None:
+        raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
+    if host != RAKUTEN_ITEM_HOST:
+        if host == "rakuten.co.jp" or host.endswith(".rakuten.co.jp"):
+            raise IntakeError(
+                _(
+                    "That Rakuten page is not an item page. Open the item and paste its "
+                    "address (https://item.rakuten.co.jp/shop/item/)."
+                ),
+                code="not_item_page",
+            )
+        raise IntakeError(
+            _("%(host)s is not supported. Yasugoro follows Rakuten Ichiba items for now.")
+            % {"host": _short(host, 60)},
+            code="unknown_host",
+        )
+    if port not in (None, 80, 443):
+        raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
+    segments = parts.path.split("/")
+    # "/shop/item/" or "/shop/item": exactly two non-empty segments.
+    if segments[-1] == "":
+        segments = segments[:-1]
+    segments = segments[1:]
+    if len(segments) != 2 or not all(segments):
+        raise IntakeError(
+            _(
+                "That Rakuten address does not point at one item. An item address looks "
+                "like https://item.rakuten.co.jp/shop/item/."
+            ),
+            code="not_item_page",
+        )
+    shop, item = (segment.lower() for segment in segments)
+    code = f"{shop}:{item}"
+    if not _RAKUTEN_CODE.match(code):
+        raise IntakeError(_("That Rakuten item address is not valid."), code="bad_url")
+    return _enabled(ItemRef(Source.RAKUTEN, code))
+
+
+def _enabled(ref: ItemRef) -> ItemRef:
+    if ref.source not in settings.MARKETPLACE_ADAPTERS:
+        label = Source(ref.source).label
+        raise IntakeError(
+            _("%(marketplace)s is not available on this server.") % {"marketplace": label},
+            code="unknown_source",
+        )
+    return ref
+
+
+def fetch_first(ref: ItemRef) -> Observation:
+    """Ask the marketplace about the item once. Raises IntakeError with what went wrong."""
+    label = Source(ref.source).label
+    try:
+        result = get_marketplace(ref.source).fetch([ref.item_code]).get(ref.item_code)
+    except Exception:
+        # A bug or a misconfiguration on our side: logged in full, told plainly.
+        log.exception("intake of %s:%s failed", ref.source, ref.item_code)
+        raise IntakeError(
+            _("%(marketplace)s could not be asked right now. Try again later.")
+            % {"marketplace": label},
+            code="unreachable",
+        ) from None
+    if isinstance(result, Observation):
+        return result
+    if result is None:
+        result = FetchError(FetchKind.BAD_RESPONSE, "no answer for this item")
+    raise _fetch_error(ref, label, result)
+
+
+def _fetch_error(ref: ItemRef, label: str, error: FetchError) -> IntakeError:
+    names = {"code": ref.item_code, "marketplace": label}
+    if error.kind == FetchKind.NOT_FOUND:
+        return IntakeError(_("%(marketplace)s has no item %(code)s.") % names, code="not_found")
+    if error.kind == FetchKind.EMPTY:
+        return IntakeError(
+            _("%(marketplace)s has no offer for %(code)s right now: check the code or URL.")
+            % names,
+            code="not_found",
+        )
+    if error.kind == FetchKind.RATE_LIMITED:
+        return IntakeError(
+            _("%(marketplace)s is busy right now. Try again in a minute.") % names,
+            code="unreachable",
+        )
+    return IntakeError(
+        _("%(marketplace)s could not be reached right now. Try again later.") % names,
+        code="unreachable",
+    )
+
+
+def save_listing(
+    ref: ItemRef,
+    observation: Observation,
+    *,
+    units_per_pack: int | None = None,
+    unit_label: str = "",
+    category: str = "",
+) -> Listing:
+    """Create the listing from its first observation, or refresh it if it already exists;
+    the observation also starts (or continues) its price history."""
+    extra = observation.extra or {}
+    fields = {
+        "name": observation.name[:500] or ref.item_code,
+        "shop_name": observation.shop_name[:200],
+        "url": observation.url,
+        "image_url": observation.image_url,
+        "price": observation.price,
+        "shipping": observation.shipping,
+        "in_stock": observation.in_stock,
+        "last_polled_at": observation.observed_at,
+        "last_error": "",
+    }
+    # Staff's values win; the marketplace's (the demo's catalogue) fill what they left empty.
+    descriptive = {
+        "units_per_pack": units_per_pack or extra.get("units_per_pack") or None,
+        "unit_label": unit_label or extra.get("unit_label") or "",
+        "category": category or extra.get("category") or "",
+    }
+    with transaction.atomic():
+        listing, created = Listing.objects.get_or_create(
+            source=ref.source, item_code=ref.item_code, defaults={**fields, **descriptive}
+        )
+        if not created:
+            for name, value in fields.items():
+                setattr(listing, name, value)
+            for name, value in descriptive.items():
+                if value and not getattr(listing, name):
+                    setattr(listing, name, value)
+            listing.save()
+        PricePoint.objects.create(
+            listing=listing,
+            observed_at=observation.observed_at,
+            price=observation.price,
+            shipping=observation.shipping,
+            in_stock=observation.in_stock,
+        )
+    return listing
+
+
+def add_listing(
+    text: object,
+    *,
+    units_per_pack: int | None = None,
+    unit_label: str = "",
+    category: str = "",
+) -> Listing:
+    """Parse, fetch once (outside any transaction), and create or refresh the listing."""
+    ref = parse_item_ref(text)
+    observation = fetch_first(ref)
+    return save_listing(
+        ref, observation, units_per_pack=units_per_pack, unit_label=unit_label, category=category
+    )
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

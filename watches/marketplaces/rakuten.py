@@ -1,0 +1,228 @@
+"""Rakuten Ichiba, through its Item Search API (one item code per request).
+
+We ask with `formatVersion=2` (items come flattened in `Items[]`) and `availability=0` (sold-out
+items are answered too, with `availability: 0`, so an out-of-stock item keeps its name and
+price). Every outcome becomes an Observation or a FetchError kind:
+
+- an item with `availability: 1` → Observation in stock; `availability: 0` → Observation out
+  of stock (the dispatcher drops it `out_of_stock`, exactly as for `empty`);
+- `count: 0` / no items → `empty`: the search has no offer for the code right now;
+- HTTP 404 or `error: not_found` → `not_found`;
+- HTTP 429 or `error: too_many_requests` → `rate_limited`, with the server's `Retry-After`;
+- HTTP 5xx → `server`; a timeout or a refused/broken connection → `network`;
+- malformed JSON, missing fields, wrong types, another 4xx → `bad_response`.
+
+Requests go through one `requests.Session` per adapter and the process-wide rate limiter of
+the application id, shared with every other caller in the process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import requests
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
+from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
+
+log = logging.getLogger("watches.marketplaces.rakuten")
+
+# When the server says "too many requests" without saying for how long.
+_DEFAULT_HOLD_OFF = 5.0
+_MAX_DETAIL = 150
+
+
+class RakutenMarketplace:
+    source = "rakuten"
+
+    def __init__(self) -> None:
+        self.app_id: str = settings.RAKUTEN_APP_ID
+        if not self.app_id:
+            raise ImproperlyConfigured("RAKUTEN_APP_ID is not set")
+        self.url: str = settings.RAKUTEN_API_URL
+        self.timeout = (settings.RAKUTEN_CONNECT_TIMEOUT, settings.RAKUTEN_READ_TIMEOUT)
+        self.max_wait: float = settings.RAKUTEN_MAX_WAIT_SECONDS
+        self.limiter: RateLimiter = shared_limiter(
+            f"rakuten:{self.app_id}", settings.RAKUTEN_RATE_PER_SECOND
+        )
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "Yasugoro price watch"
+
+    def fetch(self, item_codes: Iterable[str]) -> dict[str, FetchResult]:
+        codes = list(dict.fromkeys(item_codes))
+        results: dict[str, FetchResult] = {}
+        try:
+            for code in codes:
+                if self.limiter.acquire(max_wait=self.max_wait) is None:
+                    # Held off (a 429) for longer than a caller should block: the rest of
+                    # the batch is rate limited without asking.
+                    wait = self.limiter.wait_needed()
+                    results[code] = FetchError(
+                        FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=wait
+                    )
+                    continue
+                results[code] = self._fetch_one(code)
+        finally:
+            self.session.close()
+        return results
+
+    def _fetch_one(self, code: str) -> FetchResult:
+        params = {
+            "applicationId": self.app_id,
+            "itemCode": code,
+            "formatVersion": 2,
+            "availability": 0,
+            "format": "json",
+        }
+        try:
+            response = self.session.get(
+                self.url, params=params, timeout=self.timeout, allow_redirects=False
+            )
+            body = response.content
+        except requests.Timeout as exc:
+            return FetchError(FetchKind.NETWORK, _detail("timeout", exc))
+        except requests.ConnectionError as exc:
+            return FetchError(FetchKind.NETWORK, _detail("connection failed", exc))
+        except requests.RequestException as exc:
+            return FetchError(FetchKind.NETWORK, _detail("request failed", exc))
+        return self._classify(code, response.status_code, response.headers, body)
+
+    def _classify(
+        self, code: str, status: int, headers: Mapping[str, str], body: bytes
+    ) -> FetchResult:
+        try:
+            data: Any = json.loads(body)
+        except ValueError:
+            data = None
+        error = data.get("error") if isinstance(data, dict) else None
+        description = data.get("error_description", "") if isinstance(data, dict) else ""
+        said = f"HTTP {status}" + (f" {error}: {description}" if error else "")
+
+        if status == 429 or error == "too_many_requests":
+            retry_after = parse_retry_after(headers.get("Retry-After"))
+            self.limiter.hold_off(retry_after if retry_after is not None else _DEFAULT_HOLD_OFF)
+            return FetchError(FetchKind.RATE_LIMITED, _clip(said), retry_after=retry_after)
+        if status >= 500:
+            retry_after = parse_retry_after(headers.get("Retry-After"))
+            return FetchError(FetchKind.SERVER, _clip(said), retry_after=retry_after)
+        if status == 404 or error == "not_found":
+            return FetchError(FetchKind.NOT_FOUND, _clip(f"{code}: {said}"))
+        if status != 200 or error is not None:
+            # 400 wrong_parameter is also what a bad application id gets: retried and shown
+            # to staff, never taken as "this item does not exist".
+            return FetchError(FetchKind.BAD_RESPONSE, _clip(said))
+        if not isinstance(data, dict):
+            return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
+        try:
+            return parse_item(code, data, timezone.now())
+        except _Malformed as exc:
+            return FetchError(FetchKind.BAD_RESPONSE, _clip(str(exc)))
+
+
+class _Malformed(Exception):
+    pass
+
+
+def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResult:
+    """Read a `formatVersion=2` answer for one item code. Raises _Malformed."""
+    count = _field(data, "count", int)
+    items = _field(data, "Items", list)
+    if count == 0 or not items:
+        return FetchError(FetchKind.EMPTY, f"no offer for {code}")
+    matches = [item for item in items if isinstance(item, dict) and item.get("itemCode") == code]
+    if not matches:
+        if not all(isinstance(item, dict) for item in items):
+            raise _Malformed("Items must be objects (formatVersion=2)")
+        raise _Malformed(f"the answer is about another item, not {code}")
+    item = matches[0]
+    price = _field(item, "itemPrice", int)
+    if price < 0:
+        raise _Malformed("itemPrice is negative")
+    availability = _field(item, "availability", int)
+    if availability not in (0, 1):
+        raise _Malformed(f"availability must be 0 or 1, got {availability}")
+    name = _field(item, "itemName", str)
+    postage = _optional(item, "postageFlag", int)
+    images = _optional(item, "mediumImageUrls", list) or []
+    if not all(isinstance(url, str) for url in images):
+        raise _Malformed("mediumImageUrls must be a list of strings (formatVersion=2)")
+    return Observation(
+        item_code=code,
+        price=price,
+        # postageFlag 0: shipping included; 1: shipping extra, amount not in the API.
+        shipping=0 if postage == 0 else None,
+        in_stock=availability == 1,
+        observed_at=now,
+        name=name[:500],
+        url=_safe_url(_optional(item, "itemUrl", str)),
+        image_url=_safe_url(images[0] if images else None),
+        shop_name=(_optional(item, "shopName", str) or "")[:200],
+    )
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    if key not in data:
+        raise _Malformed(f"missing field {key}")
+    return _typed(data, key, kind)
+
+
+def _optional(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    if data.get(key) is None:
+        return None
+    return _typed(data, key, kind)
+
+
+def _typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = data[key]
+    # bool is an int to Python, never to the API.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise _Malformed(f"{key} must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _safe_url(url: str | None) -> str:
+    """Only plain https links are kept: they end up in admin links and notification icons."""
+    if not url or len(url) > 1000 or not url.startswith("https://"):
+        return ""
+    if any(c in url for c in " \"'<>\\") or any(ord(c) < 32 for c in url):
+        return ""
+    return url
+
+
+def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - (now or timezone.now())).total_seconds()
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _detail(what: str, exc: Exception) -> str:
+    # Only the exception's type: its text carries the request URL, application id included,
+    # and this detail is shown to staff.
+    return _clip(f"{what}: {type(exc).__name__}")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
