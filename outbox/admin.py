@@ -252,15 +252,23 @@ class OutboxAdmin(admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Outbox], search_term: str
     ) -> tuple[QuerySet[Outbox], bool]:
-        """Each word must match: an outbox id (`123` or `#123`), or part of a listing's name or
-        item code. Listings are matched first (a small table), then their rows through the
-        watch index — a join from a million outbox rows to match a name would scan them all."""
+        """Each word must match. `#123` is outbox id 123; a bare number is that id or a
+        listing whose item code is exactly that number (JAN-like codes); any other word is
+        part of a listing's name or item code. Listings are matched first (a small table),
+        then their rows through the watch index — a join from a million outbox rows to match
+        a name would read them all."""
         for word in search_term.split():
-            listings = Listing.objects.filter(
-                Q(name__icontains=word) | Q(item_code__icontains=word)
-            )
-            match = Q(watch__in=Watch.objects.filter(listing__in=listings).values("id"))
             number = word.removeprefix("#")
+            if word.startswith("#") and number.isdigit():
+                queryset = queryset.filter(pk=int(number))
+                continue
+            if number.isdigit():
+                listings = Listing.objects.filter(item_code__iexact=word)
+            else:
+                listings = Listing.objects.filter(
+                    Q(name__icontains=word) | Q(item_code__icontains=word)
+                )
+            match = Q(watch__in=Watch.objects.filter(listing__in=listings).values("id"))
             if number.isdigit():
                 match |= Q(pk=int(number))
             queryset = queryset.filter(match)

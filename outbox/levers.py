@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
@@ -67,7 +67,9 @@ class LeverResult:
         return text + "."
 
 
-def requeue(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None) -> LeverResult:
+def requeue(
+    rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None, batch: int = BATCH
+) -> LeverResult:
     """Failed or retrying rows → pending, due now, with their full retries again.
 
     `retry_count` goes back to 0 (a requeued row deserves the whole backoff ladder, else a
@@ -94,10 +96,12 @@ def requeue(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = Non
             now=now,
         )
 
-    return _apply(rows, REQUEUE_FROM, "requeued", move)
+    return _apply(rows, REQUEUE_FROM, "requeued", move, batch)
 
 
-def drop(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None) -> LeverResult:
+def drop(
+    rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None, batch: int = BATCH
+) -> LeverResult:
     """Pending or retrying rows → dropped (`manual`). A row being sent right now is left to
     its dispatcher: dropping it behind the dispatcher's back could record `dropped` for a
     message that was in fact delivered."""
@@ -115,10 +119,12 @@ def drop(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None) 
             now=now,
         )
 
-    return _apply(rows, DROP_FROM, "dropped", move)
+    return _apply(rows, DROP_FROM, "dropped", move, batch)
 
 
-def retry_now(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None) -> LeverResult:
+def retry_now(
+    rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = None, batch: int = BATCH
+) -> LeverResult:
     """Retrying rows → due now (retry → retry). The row keeps its failure reason, so the
     overview still says why it is retrying; the event records that staff pushed it."""
     now = now or timezone.now()
@@ -137,11 +143,11 @@ def retry_now(rows: QuerySet[Outbox], *, actor: str, now: dt.datetime | None = N
             now=now,
         )
 
-    return _apply(rows, RETRY_NOW_FROM, "made due now", move)
+    return _apply(rows, RETRY_NOW_FROM, "made due now", move, batch)
 
 
 def pause_listings(
-    listing_ids: Iterable[int], *, actor: str, now: dt.datetime | None = None
+    listing_ids: Iterable[int], *, actor: str, now: dt.datetime | None = None, batch: int = BATCH
 ) -> tuple[int, LeverResult]:
     """Pause the listings (stop tracking them) and drop their pending and retrying rows with
     reason `listing_paused`. Returns (listings newly paused, the drop result). Idempotent:
@@ -162,11 +168,21 @@ def pause_listings(
             now=now,
         )
 
-    rows = Outbox.objects.filter(watch__listing_id__in=listing_ids, status__in=DROP_FROM)
-    return paused, _apply(rows, DROP_FROM, "dropped", move)
+    # Rows in flight are looked at too, so the report says they were left to their
+    # dispatcher; finished rows are not news.
+    rows = Outbox.objects.filter(
+        watch__listing_id__in=listing_ids, status__in=[*DROP_FROM, Status.SENDING]
+    )
+    return paused, _apply(rows, DROP_FROM, "dropped", move, batch)
 
 
-def _apply(rows: QuerySet[Outbox], allowed: tuple[Status, ...], verb: str, move) -> LeverResult:
+def _apply(
+    rows: QuerySet[Outbox],
+    allowed: tuple[Status, ...],
+    verb: str,
+    move: Callable[[list[int]], list[int]],
+    batch: int = BATCH,
+) -> LeverResult:
     """Count the rows the lever may not touch, then move the others in batches, walking the
     ids upwards so a huge selection never sits in memory at once. A row that was eligible
     when read but moved by the dispatcher before our UPDATE is reported under its new status."""
@@ -177,7 +193,7 @@ def _apply(rows: QuerySet[Outbox], allowed: tuple[Status, ...], verb: str, move)
     eligible = rows.filter(status__in=allowed).order_by("id").values_list("id", flat=True)
     last = 0
     while True:
-        ids = list(eligible.filter(id__gt=last)[:BATCH])
+        ids = list(eligible.filter(id__gt=last)[:batch])
         if not ids:
             break
         last = ids[-1]
