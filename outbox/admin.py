@@ -62,6 +62,18 @@ def admin_link(obj: Any, text: Any) -> str:
     return format_html('<a href="{}">{}</a>', url, text)
 
 
+def _when(moment: dt.datetime | None) -> str:
+    """Compact local time for a list column; the full one is in the tooltip."""
+    if moment is None:
+        return "—"
+    local = timezone.localtime(moment)
+    return format_html(
+        '<span class="ob-when" title="{}">{}</span>',
+        local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        local.strftime("%m-%d %H:%M"),
+    )
+
+
 class SinceFilter(admin.SimpleListFilter):
     """Rows whose status changed within a window: what the overview's window columns count."""
 
@@ -139,14 +151,14 @@ class OutboxAdmin(admin.ModelAdmin):
         "watch_col",
         "listing_col",
         "device_col",
-        "channel",
-        "trigger",
+        "channel_col",
+        "trigger_col",
         "status_col",
         "reason",
-        "retry_count",
-        "detected_at",
-        "next_attempt_at",
-        "sent_at",
+        "retries",
+        "detected",
+        "next_attempt",
+        "sent",
     )
     list_filter = (
         "status",
@@ -160,12 +172,14 @@ class OutboxAdmin(admin.ModelAdmin):
     list_select_related = ("watch__listing", "device")
     list_per_page = 100
     # Sorting a million rows by an unindexed column is a full sort on every page view.
-    sortable_by = ("id", "detected_at", "next_attempt_at")
+    sortable_by = ("id", "detected", "next_attempt")
     search_fields = ("=id", "watch__listing__name", "watch__listing__item_code")
     search_help_text = "Outbox id (123 or #123), or part of a listing's name or item code."
     ordering = ("-id",)
     paginator = CappedCountPaginator
     show_full_result_count = False
+    # Facet counts are a count per filter choice over the whole table on every page view.
+    show_facets = admin.ShowFacets.NEVER
     inlines = [OutboxEventInline]
     actions = ["requeue_rows", "drop_rows", "retry_rows_now"]
     fieldsets = (
@@ -237,11 +251,38 @@ class OutboxAdmin(admin.ModelAdmin):
     @admin.display(description="listing")
     def listing_col(self, row: Outbox) -> str:
         listing = row.watch.listing
-        return admin_link(listing, Truncator(str(listing)).chars(40))
+        name = str(listing)
+        url = reverse("admin:watches_listing_change", args=[listing.pk])
+        return format_html('<a href="{}" title="{}">{}</a>', url, name, Truncator(name).chars(24))
 
     @admin.display(description="device")
     def device_col(self, row: Outbox) -> str:
         return admin_link(row.device, row.device.short_id)
+
+    @admin.display(description="channel", ordering="channel")
+    def channel_col(self, row: Outbox) -> str:
+        return row.channel
+
+    @admin.display(description="trigger", ordering="trigger")
+    def trigger_col(self, row: Outbox) -> str:
+        return row.trigger
+
+    @admin.display(description="retries", ordering="retry_count")
+    def retries(self, row: Outbox) -> int:
+        return row.retry_count
+
+    @admin.display(description="detected", ordering="detected_at")
+    def detected(self, row: Outbox) -> str:
+        return _when(row.detected_at)
+
+    @admin.display(description="next attempt", ordering="next_attempt_at")
+    def next_attempt(self, row: Outbox) -> str:
+        # Only a row still in the queue has a next attempt worth showing.
+        return _when(row.next_attempt_at) if row.status in DUE_STATUSES else "—"
+
+    @admin.display(description="sent", ordering="sent_at")
+    def sent(self, row: Outbox) -> str:
+        return _when(row.sent_at)
 
     @admin.display(description="status", ordering="status")
     def status_col(self, row: Outbox) -> str:
@@ -397,6 +438,7 @@ class DispatchRunAdmin(admin.ModelAdmin):
     ordering = ("-started_at",)
     paginator = CappedCountPaginator
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
 
     @admin.display(description="took")
     def duration(self, run: DispatchRun) -> str:

@@ -196,7 +196,7 @@ def _reason_label(reason: str) -> str:
         return reason
 
 
-def build_chart(daily: list[DayCounts], *, width: int = 640, row_height: int = 44) -> Chart:
+def build_chart(daily: list[DayCounts], *, width: int = 460, row_height: int = 44) -> Chart:
     """Geometry of one bar per day per status, in SVG user units. Left margin for the labels,
     a gap between rows, day labels under the last row."""
     left, right, gap, bottom = 72, 8, 14, 18
