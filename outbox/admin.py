@@ -124,9 +124,14 @@ class OutboxEventInline(admin.TabularInline):
     can_delete = False
     verbose_name = "event"
     verbose_name_plural = "timeline"
-    fields = ("at", "from_status", "to_status", "reason", "detail", "actor", "data_pretty")
+    fields = ("when", "from_status", "to_status", "reason", "detail", "actor", "data_pretty")
     readonly_fields = fields
     ordering = ("at", "id")
+
+    @admin.display(description="at")
+    def when(self, event: OutboxEvent) -> str:
+        # To the second: a retry story happens within minutes.
+        return timezone.localtime(event.at).strftime("%Y-%m-%d %H:%M:%S")
 
     @admin.display(description="data")
     def data_pretty(self, event: OutboxEvent) -> str:

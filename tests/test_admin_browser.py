@@ -69,6 +69,7 @@ def seed_a_month() -> None:
                 # one detection per watch and day, as the dedup index wants
                 detected_at=now - dt.timedelta(days=day),
                 updated_at=moved,
+                sent_at=moved if status == Status.SENT else None,
             )
     live = WatchFactory.create_batch(4)
     OutboxFactory(watch=live[0], detected_at=now - dt.timedelta(minutes=7))
