@@ -12,7 +12,6 @@ import datetime as dt
 import json
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
@@ -28,7 +27,7 @@ from outbox import levers
 from outbox.models import DUE_STATUSES, DispatchRun, Outbox, OutboxEvent, Status
 from outbox.overview import Overview, build_overview
 from outbox.paginator import CappedCountPaginator
-from outbox.stats import WINDOWS, outbox_stats
+from outbox.stats import WINDOWS, due_now, outbox_stats, stuck_in_sending
 from watches import admin as watches_admin
 from watches.models import Listing, Watch
 
@@ -104,15 +103,15 @@ class QueueFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request, queryset):
+        # The same conditions the overview counts with, so its links list what it counted.
         now = timezone.now()
         match self.value():
             case "due":
-                return queryset.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+                return queryset.filter(due_now(now))
             case "waiting":
                 return queryset.filter(status__in=DUE_STATUSES, next_attempt_at__gt=now)
             case "stuck":
-                lease = dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS)
-                return queryset.filter(status=Status.SENDING, claimed_at__lt=now - lease)
+                return queryset.filter(stuck_in_sending(now))
         return queryset
 
 

@@ -49,6 +49,17 @@ _SINCE = re.compile(r"^(\d{1,5})([mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 
 
+def due_now(now: dt.datetime) -> Q:
+    """Rows the dispatcher should be working on: due and not claimed."""
+    return Q(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+
+
+def stuck_in_sending(now: dt.datetime) -> Q:
+    """Rows claimed longer ago than the lease: their dispatcher died or hangs."""
+    lease = dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS)
+    return Q(status=Status.SENDING, claimed_at__lt=now - lease)
+
+
 def parse_since(text: str) -> dt.timedelta | None:
     """`30m`, `1h`, `24h`, `7d` → a timedelta; `all` → None (all time). ValueError otherwise."""
     text = text.strip().lower()
@@ -121,13 +132,12 @@ def outbox_stats(
     now = now or timezone.now()
     status, reasons, seen = _counts(now, windows)
     oldest_due_at = (
-        Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+        Outbox.objects.filter(due_now(now))
         .order_by("next_attempt_at", "id")
         .values_list("next_attempt_at", flat=True)
         .first()
     )
-    lease_cutoff = now - dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS)
-    stuck = Outbox.objects.filter(status=Status.SENDING, claimed_at__lt=lease_cutoff).count()
+    stuck = Outbox.objects.filter(stuck_in_sending(now)).count()
     last_run = DispatchRun.objects.order_by("-started_at").first()
     return OutboxStats(
         now=now,
