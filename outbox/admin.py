@@ -448,10 +448,14 @@ class DispatchRunAdmin(admin.ModelAdmin):
     def duration(self, run: DispatchRun) -> str:
         return f"{(run.finished_at - run.started_at).total_seconds():.1f} s"
 
+    # A log: the retention job prunes it, nobody edits it.
     def has_add_permission(self, request) -> bool:
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
 

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from outbox.enqueue import Detection, enqueue_many
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from outbox.paginator import CappedCount, CappedCountPaginator
 from tests.factories import (
@@ -90,6 +91,25 @@ def test_capped_paginator_counts_no_further_than_its_cap():
     assert [row.pk for row in paginator.page(2).object_list] == newest[2:4]
     exact = SmallCap(Outbox.objects.filter(id__in=newest[:3]).order_by("-id"), 2)
     assert exact.count == 3 and not exact.capped
+
+
+def test_changelist_past_the_cap_says_so(admin_client):
+    watch = WatchFactory()
+    now = timezone.now()
+    detections = [
+        Detection(
+            watch.pk,
+            watch.device_id,
+            watch.device.channel,
+            watch.trigger,
+            now - dt.timedelta(days=day),
+        )
+        for day in range(CappedCountPaginator.cap + 1)
+    ]
+    assert enqueue_many(detections) == CappedCountPaginator.cap + 1
+    html = admin_client.get(CHANGELIST_URL, headers={"accept-language": "en"}).content.decode()
+    assert "10,000+ outbox rows" in html  # the paginator
+    assert "All 10,000+ selected" in html  # the action bar's select-across
 
 
 def test_changelist_pages_keep_their_order_and_joins(admin_client, django_assert_max_num_queries):
