@@ -31,6 +31,8 @@ class ListingFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = Listing
+        # The post-generation hook only creates the DemoProduct; the listing needs no re-save.
+        skip_postgeneration_save = True
 
     source = "demo"
     item_code = factory.Sequence(lambda n: f"demo-listing-{n}")
