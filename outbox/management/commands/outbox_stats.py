@@ -13,6 +13,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from outbox.overview import short_duration
 from outbox.stats import ALL_TIME, outbox_stats, parse_since
 
 
@@ -52,7 +53,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  {status:<{width}}  {count:>9,}")
             for reason, n in data["reasons"].get(status, {}).items():
                 self.stdout.write(f"  {'':<{width}}    {n:>9,}  {reason or '(no reason)'}")
-        self.stdout.write(f"queue lag: {data['lag_seconds']} s (oldest due row)")
+        lag = data["lag_seconds"]
+        self.stdout.write(f"queue lag: {lag} s ({short_duration(lag)}, the oldest due row)")
         self.stdout.write(f"stuck in sending past the lease: {data['stuck']}")
         run = stats.last_run
         if run is None:
