@@ -6,6 +6,7 @@ def _ensure_schedules(sender, **kwargs) -> None:
     from yasugoro.schedules import ensure_schedule
 
     ensure_schedule("outbox-dispatch", "outbox.tasks.dispatch", minutes=1)
+    ensure_schedule("outbox-retention", "outbox.tasks.retention", minutes=24 * 60)
 
 
 class OutboxConfig(AppConfig):

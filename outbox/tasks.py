@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from outbox.dispatch import run_cycle
+from outbox.retention import purge
 
 
 def dispatch() -> dict[str, int]:
     """Schedule `outbox-dispatch`, every minute."""
     return run_cycle().counts()
+
+
+def retention() -> dict[str, int]:
+    """Schedule `outbox-retention`, daily."""
+    return purge().as_dict()

@@ -7,6 +7,7 @@ import secrets
 import factory
 from django.utils import timezone
 
+from outbox.models import DispatchRun, Outbox, OutboxEvent, Status
 from watches.devices import cookie_name, hash_token, new_token
 from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
 
@@ -96,3 +97,44 @@ def device_with_cookie(client=None, **fields) -> tuple[Device, str]:
     if client is not None:
         client.cookies[cookie_name()] = token
     return device, token
+
+
+class OutboxFactory(factory.django.DjangoModelFactory):
+    """An outbox row in any state, written directly: for counting and display tests. Tests of
+    how rows move build them with `enqueue` and `transition` instead."""
+
+    class Meta:
+        model = Outbox
+
+    watch = factory.SubFactory(WatchFactory)
+    device = factory.SelfAttribute("watch.device")
+    channel = factory.SelfAttribute("device.channel")
+    trigger = factory.SelfAttribute("watch.trigger")
+    status = Status.PENDING
+    detected_at = factory.LazyFunction(timezone.now)
+    detected_payload = factory.LazyAttribute(
+        lambda row: {"price": 980, "shipping": 0, "in_stock": True, "line": "1200"}
+    )
+    next_attempt_at = factory.LazyAttribute(lambda row: row.detected_at)
+    created_at = factory.LazyAttribute(lambda row: row.detected_at)
+    updated_at = factory.LazyAttribute(lambda row: row.created_at)
+
+
+class OutboxEventFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = OutboxEvent
+
+    outbox = factory.SubFactory(OutboxFactory)
+    from_status = Status.SENDING
+    to_status = factory.SelfAttribute("outbox.status")
+    reason = factory.SelfAttribute("outbox.reason")
+    at = factory.SelfAttribute("outbox.updated_at")
+
+
+class DispatchRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DispatchRun
+
+    started_at = factory.LazyFunction(timezone.now)
+    finished_at = factory.SelfAttribute("started_at")
+    holder = "test-host:1:cafe"

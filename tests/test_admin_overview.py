@@ -1,0 +1,295 @@
+"""The outbox overview: counts per status and per reason over the windows, queue lag, stuck
+rows, the last dispatch cycle and the 30-day chart — and the `outbox_stats` command that
+prints the same numbers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from outbox.models import Reason, Status
+from outbox.overview import short_duration
+from outbox.stats import WINDOWS, outbox_stats, parse_since
+from tests.factories import DispatchRunFactory, OutboxFactory, WatchFactory
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 3, 10, 3, 0, tzinfo=dt.UTC)  # 12:00 in Tokyo
+OVERVIEW_URL = "/admin/outbox/outbox/overview/"
+CHANGELIST_URL = "/admin/outbox/outbox/"
+
+
+def ago(**delta) -> dt.datetime:
+    return NOW - dt.timedelta(**delta)
+
+
+def seed_mix() -> None:
+    """A mix of rows whose status changed at known times before NOW."""
+    watch = WatchFactory()
+    # One watch is enough: the dedup index holds one live row per watch and day, and each
+    # row here is detected on a day of its own.
+    days = itertools.count(1)
+
+    def rows(n: int, status: Status, reason: str = "", *, moved: dt.datetime, **extra) -> None:
+        for _ in range(n):
+            detected = NOW - dt.timedelta(days=next(days))
+            OutboxFactory(
+                watch=watch,
+                status=status,
+                reason=reason,
+                detected_at=detected,
+                created_at=detected,
+                updated_at=moved,
+                **extra,
+            )
+
+    rows(2, Status.PENDING, moved=ago(minutes=10), next_attempt_at=ago(minutes=10))
+    rows(1, Status.PENDING, moved=ago(days=3), next_attempt_at=ago(days=3))  # lag: 3 days
+    rows(1, Status.SENDING, Reason.CLAIMED, moved=ago(minutes=1), claimed_at=ago(minutes=1))
+    rows(1, Status.SENDING, Reason.CLAIMED, moved=ago(minutes=10), claimed_at=ago(minutes=10))
+    rows(
+        2,
+        Status.RETRY,
+        Reason.REFETCH_NETWORK,
+        moved=ago(minutes=30),
+        next_attempt_at=NOW + dt.timedelta(minutes=5),
+    )
+    rows(1, Status.RETRY, Reason.DELIVER_SERVER, moved=ago(days=2), next_attempt_at=ago(days=2))
+    rows(3, Status.SENT, Reason.DELIVERED, moved=ago(minutes=5))
+    rows(2, Status.SENT, Reason.DELIVERED, moved=ago(hours=2))
+    rows(4, Status.SENT, Reason.DELIVERED, moved=ago(days=3))
+    rows(1, Status.SENT, Reason.DELIVERED, moved=ago(days=40))
+    rows(2, Status.DROPPED, Reason.CONDITION_LOST, moved=ago(minutes=20))
+    rows(1, Status.DROPPED, Reason.MANUAL, moved=ago(hours=5))
+    rows(1, Status.DROPPED, Reason.OUT_OF_STOCK, moved=ago(days=10))
+    rows(1, Status.FAILED, Reason.DELIVER_REJECTED, moved=ago(minutes=50))
+    rows(1, Status.FAILED, Reason.LEASE_EXPIRED, moved=ago(days=8))
+    DispatchRunFactory(started_at=ago(minutes=2), claimed=5, sent=3, dropped=1, retry=1)
+    DispatchRunFactory(started_at=ago(minutes=1), claimed=2, sent=2)
+
+
+EXPECTED_STATUS = {
+    #           1h  24h  7d  all
+    "pending": (2, 2, 3, 3),
+    "sending": (2, 2, 2, 2),
+    "retry": (2, 2, 3, 3),
+    "sent": (3, 5, 9, 10),
+    "dropped": (2, 3, 3, 4),
+    "failed": (1, 1, 1, 2),
+}
+EXPECTED_REASONS = {
+    "dropped": {
+        "condition_lost": (2, 2, 2, 2),
+        "manual": (0, 1, 1, 1),
+        "out_of_stock": (0, 0, 0, 1),
+    },
+    "retry": {"refetch_network": (2, 2, 2, 2), "deliver_server": (0, 0, 1, 1)},
+    "failed": {"deliver_rejected": (1, 1, 1, 1), "lease_expired": (0, 0, 0, 1)},
+}
+
+
+@pytest.fixture
+def seeded():
+    with time_machine.travel(NOW, tick=False):
+        seed_mix()
+        yield
+
+
+def as_tuple(counts: dict[str, int]) -> tuple[int, ...]:
+    return tuple(counts[w] for w in WINDOWS)
+
+
+def test_stats_count_per_status_and_reason_over_each_window(seeded):
+    stats = outbox_stats()
+    assert {s: as_tuple(c) for s, c in stats.status.items()} == EXPECTED_STATUS
+    assert {
+        s: {r: as_tuple(c) for r, c in by_reason.items()} for s, by_reason in stats.reasons.items()
+    } == EXPECTED_REASONS
+    assert stats.lag_seconds == 3 * 24 * 3600  # the 3-day-old pending row
+    assert stats.stuck == 1  # claimed 10 min ago; the lease is 5 min
+    assert stats.last_run.sent == 2  # the newest cycle
+
+
+def test_overview_page_shows_the_counts_with_links_to_the_filtered_changelist(admin_client, seeded):
+    response = admin_client.get(OVERVIEW_URL)
+    assert response.status_code == 200
+    overview = response.context["overview"]
+    shown = {row.key: tuple(cell.count for cell in row.cells) for row in overview.status_rows}
+    assert shown == EXPECTED_STATUS
+    tables = {
+        t.status: {r.key: tuple(c.count for c in r.cells) for r in t.rows}
+        for t in overview.reason_tables
+    }
+    assert tables == EXPECTED_REASONS
+    html = response.content.decode()
+    # each count links to exactly the rows it counts
+    assert (
+        'href="/admin/outbox/outbox/?status__exact=dropped&amp;reason__exact=manual&amp;since=24h">1</a>'
+        in html
+    )
+    assert 'href="/admin/outbox/outbox/?status__exact=sent&amp;since=7d">9</a>' in html
+    assert 'href="/admin/outbox/outbox/?queue=due"' in html
+    assert 'href="/admin/outbox/outbox/?queue=stuck">1</a>' in html
+    assert "3 d" in html  # the queue lag
+    assert "<svg" in html
+
+
+def test_every_overview_link_lists_exactly_the_rows_it_counts(admin_client, seeded):
+    with time_machine.travel(NOW, tick=False):
+        overview = admin_client.get(OVERVIEW_URL).context["overview"]
+        cells = [c for row in overview.status_rows for c in row.cells]
+        cells += [c for t in overview.reason_tables for row in t.rows for c in row.cells]
+        for cell in cells:
+            listed = admin_client.get(cell.url).context["cl"].result_count
+            assert listed == cell.count, cell.url
+        assert admin_client.get(overview.stuck_url).context["cl"].result_count == 1
+        assert admin_client.get(overview.due_url).context["cl"].result_count == 4
+
+
+def test_overview_is_at_the_top_of_the_changelist(admin_client, seeded):
+    response = admin_client.get(CHANGELIST_URL)
+    html = response.content.decode()
+    assert html.index('class="ob-overview"') < html.index('id="changelist"')
+
+
+def test_admin_index_links_to_the_overview(admin_client):
+    response = admin_client.get("/admin/")
+    assert f'href="{OVERVIEW_URL}"' in response.content.decode()
+
+
+def test_chart_counts_per_service_day_in_tokyo():
+    with time_machine.travel(NOW, tick=False):
+        watch = WatchFactory()
+        # 2026-03-09 15:30 UTC is already 2026-03-10 00:30 in Tokyo.
+        moments = [
+            (Status.SENT, dt.datetime(2026, 3, 9, 15, 30, tzinfo=dt.UTC)),
+            (Status.SENT, dt.datetime(2026, 3, 9, 14, 30, tzinfo=dt.UTC)),  # 03-09 23:30 JST
+            (Status.DROPPED, dt.datetime(2026, 3, 10, 1, 0, tzinfo=dt.UTC)),
+            # The 30 days run from 02-09 to 03-10 in Tokyo.
+            (Status.FAILED, dt.datetime(2026, 2, 8, 15, 30, tzinfo=dt.UTC)),  # 02-09 00:30 JST
+            (Status.SENT, dt.datetime(2026, 2, 8, 14, 30, tzinfo=dt.UTC)),  # 02-08 23:30 JST
+        ]
+        for i, (status, moved) in enumerate(moments):
+            OutboxFactory(
+                watch=watch, status=status, reason="x", detected_at=ago(days=i), updated_at=moved
+            )
+        daily = {d.day: (d.sent, d.dropped, d.failed) for d in outbox_stats().daily}
+    assert len(daily) == 30
+    assert daily[dt.date(2026, 3, 10)] == (1, 1, 0)
+    assert daily[dt.date(2026, 3, 9)] == (1, 0, 0)
+    assert daily[dt.date(2026, 2, 9)] == (0, 0, 1)  # the first day of the 30
+    assert dt.date(2026, 2, 8) not in daily
+    assert sum(sent + dropped + failed for sent, dropped, failed in daily.values()) == 4
+
+
+def test_overview_with_an_empty_outbox(admin_client):
+    response = admin_client.get(OVERVIEW_URL)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "no dispatcher has run yet" in html
+    assert response.context["overview"].lag_text == "none"
+
+
+def test_overview_warns_when_the_dispatcher_is_silent_or_failing(admin_client):
+    DispatchRunFactory(started_at=timezone.now() - dt.timedelta(minutes=30))
+    assert admin_client.get(OVERVIEW_URL).context["overview"].last_run_silent
+    DispatchRunFactory(error="OperationalError: database is locked")
+    html = admin_client.get(OVERVIEW_URL).content.decode()
+    assert "OperationalError: database is locked" in html
+
+
+# --- query counts -------------------------------------------------------------------------
+
+
+def test_overview_makes_a_handful_of_queries(django_assert_num_queries, seeded):
+    # counts all time, counts per window, lag, stuck, last run, chart
+    with django_assert_num_queries(6):
+        outbox_stats()
+
+
+def test_overview_page_query_count(admin_client, django_assert_num_queries, seeded):
+    admin_client.get(OVERVIEW_URL)  # warm the session
+    with django_assert_num_queries(8):  # session, user, then the six of the overview
+        assert admin_client.get(OVERVIEW_URL).status_code == 200
+
+
+def test_changelist_of_100_rows_query_count(admin_client, django_assert_max_num_queries):
+    with time_machine.travel(NOW, tick=False):
+        for i in range(100):
+            OutboxFactory(status=[Status.SENT, Status.DROPPED, Status.RETRY][i % 3], reason="x")
+        admin_client.get(CHANGELIST_URL)
+        # session, user, capped count, page ids, page rows with their joins, the overview's
+        # six — and nothing per row.
+        with django_assert_max_num_queries(11):
+            response = admin_client.get(CHANGELIST_URL)
+    assert len(response.context["cl"].result_list) == 100
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+def run_stats(*args: str) -> str:
+    out = StringIO()
+    call_command("outbox_stats", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_outbox_stats_json_agrees_with_the_overview(admin_client, seeded):
+    with time_machine.travel(NOW, tick=False):
+        overview = admin_client.get(OVERVIEW_URL).context["overview"]
+        for window in ("1h", "24h", "7d", "all"):
+            args = ["--json"] if window == "all" else ["--json", "--since", window]
+            printed = run_stats(*args)
+            data = json.loads(printed)  # exactly one JSON object
+            column = list(WINDOWS).index(window)
+            assert data["status"] == {
+                row.key: row.cells[column].count for row in overview.status_rows
+            }
+            assert data["reasons"] == {
+                t.status: {r.key: r.cells[column].count for r in t.rows if r.cells[column].count}
+                for t in overview.reason_tables
+            }
+            assert data["lag_seconds"] == overview.lag_seconds == 3 * 24 * 3600
+            assert data["stuck"] == overview.stuck == 1
+    assert set(data) == {"status", "reasons", "lag_seconds", "stuck"}
+    assert set(data["reasons"]) == {"dropped", "retry", "failed"}
+
+
+def test_outbox_stats_prints_counts_for_people(seeded):
+    with time_machine.travel(NOW, tick=False):
+        text = run_stats("--since", "24h")
+    assert "sent" in text and "condition_lost" in text
+    assert "queue lag: 259200 s" in text
+    assert "stuck in sending past the lease: 1" in text
+    assert "last dispatch cycle" in text
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "0h", "24", "-1d", "1w", ""])
+def test_outbox_stats_refuses_a_bad_window(bad):
+    with pytest.raises(CommandError, match="--since"):
+        run_stats("--since", bad)
+
+
+def test_parse_since():
+    assert parse_since("30m") == dt.timedelta(minutes=30)
+    assert parse_since("24h") == dt.timedelta(hours=24)
+    assert parse_since(" 7D ") == dt.timedelta(days=7)
+    assert parse_since("all") is None
+
+
+def test_short_duration():
+    assert [short_duration(s) for s in (5, 600, 3600, 3900, 90000, 172800)] == [
+        "5 s",
+        "10 min",
+        "1 h",
+        "1 h 5 min",
+        "1 d 1 h",
+        "2 d",
+    ]
