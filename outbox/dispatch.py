@@ -41,7 +41,8 @@ from django.utils import timezone
 
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from outbox.messages import build_message
-from outbox.models import DUE_STATUSES, DispatchRun, Outbox, Reason, Status
+from outbox.models import DispatchRun, Outbox, Reason, Status
+from outbox.queue import select_due, select_expired
 from outbox.transitions import EventInfo, transition
 from watches.marketplaces.base import (
     FetchError,
@@ -179,10 +180,7 @@ def recover_expired_leases(now: dt.datetime) -> int:
     cutoff = now - dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS)
     recovered = 0
     with transaction.atomic():
-        expired = _lock_for_update(
-            Outbox.objects.filter(status=Status.SENDING, claimed_at__lt=cutoff).order_by("id")
-        )
-        rows = list(expired.values_list("id", "retry_count", "claimed_by"))
+        rows = select_expired(cutoff)
         if not rows:
             return 0
         events = {
@@ -223,12 +221,7 @@ def recover_expired_leases(now: dt.datetime) -> int:
 def claim_due(holder: str, limit: int, now: dt.datetime) -> list[int]:
     """Claim up to `limit` due rows, oldest first, for `holder`. Returns the claimed ids."""
     with transaction.atomic():
-        due = _lock_for_update(
-            Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now).order_by(
-                "next_attempt_at", "id"
-            )
-        )
-        candidates = list(due.values_list("id", "attempts")[:limit])
+        candidates = select_due(now, limit)
         return transition(
             [row_id for row_id, _ in candidates],
             to=Status.SENDING,
@@ -238,14 +231,6 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> list[int]:
             actor=holder,
             now=now,
         )
-
-
-def _lock_for_update(queryset):
-    """PostgreSQL: lock the selected rows and skip those another dispatcher holds. SQLite has
-    no row locks; its BEGIN IMMEDIATE transaction already holds the database's write lock."""
-    if connection.features.has_select_for_update_skip_locked:
-        return queryset.select_for_update(skip_locked=True)
-    return queryset
 
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
