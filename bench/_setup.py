@@ -17,6 +17,7 @@ def django_on_temp_sqlite(name: str) -> Path:
     os.environ["DATABASE_URL"] = f"sqlite:///{path}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yasugoro.settings")
     os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("VAPID_SUBJECT", "mailto:bench@example.invalid")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("YASUGORO_VAR_DIR", str(folder))
     import django
