@@ -52,7 +52,9 @@ def test_a_rakuten_url_is_fetched_through_the_adapter(client, ichiba):
 
 
 def test_a_known_item_is_opened_without_asking_the_marketplace(client):
-    listing = ListingFactory(item_code="tp-known", product=False)  # no demo product: a fetch would fail
+    listing = ListingFactory(
+        item_code="tp-known", product=False
+    )  # no demo product: a fetch would fail
     response = add(client, "TP-KNOWN")
     assert response["Location"] == f"/listings/{listing.pk}/"
 

@@ -19,14 +19,26 @@ NOW = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
 
 # Where each reason can end up (DESIGN.md's vocabulary, plus the refusal that fails at once).
 DROPPED_REASONS = [
-    Reason.WATCH_REMOVED, Reason.WATCH_PAUSED, Reason.LISTING_PAUSED, Reason.NO_SUBSCRIPTION,
-    Reason.SUBSCRIPTION_GONE, Reason.OUT_OF_STOCK, Reason.ITEM_NOT_FOUND, Reason.CONDITION_LOST,
-    Reason.ALREADY_NOTIFIED, Reason.MANUAL,
+    Reason.WATCH_REMOVED,
+    Reason.WATCH_PAUSED,
+    Reason.LISTING_PAUSED,
+    Reason.NO_SUBSCRIPTION,
+    Reason.SUBSCRIPTION_GONE,
+    Reason.OUT_OF_STOCK,
+    Reason.ITEM_NOT_FOUND,
+    Reason.CONDITION_LOST,
+    Reason.ALREADY_NOTIFIED,
+    Reason.MANUAL,
 ]
 RETRY_REASONS = [
-    Reason.REFETCH_RATE_LIMITED, Reason.REFETCH_NETWORK, Reason.REFETCH_SERVER,
-    Reason.REFETCH_BAD_RESPONSE, Reason.DELIVER_RATE_LIMITED, Reason.DELIVER_NETWORK,
-    Reason.DELIVER_SERVER, Reason.LEASE_EXPIRED,
+    Reason.REFETCH_RATE_LIMITED,
+    Reason.REFETCH_NETWORK,
+    Reason.REFETCH_SERVER,
+    Reason.REFETCH_BAD_RESPONSE,
+    Reason.DELIVER_RATE_LIMITED,
+    Reason.DELIVER_NETWORK,
+    Reason.DELIVER_SERVER,
+    Reason.LEASE_EXPIRED,
 ]
 FAILED_REASONS = [*RETRY_REASONS, Reason.DELIVER_REJECTED]
 
@@ -63,7 +75,9 @@ def test_every_reason_has_plain_words():
     words = [*explain.WITHHELD_BECAUSE.values(), *explain.FAILED_BECAUSE.values()]
     assert len({str(w) for w in words}) == len(words), "each reason says something of its own"
     for reason in [*DROPPED_REASONS, *FAILED_REASONS]:
-        assert reason.value not in str(explain.explain(reason, Status.DROPPED if reason in DROPPED_REASONS else Status.FAILED))
+        assert reason.value not in str(
+            explain.explain(reason, Status.DROPPED if reason in DROPPED_REASONS else Status.FAILED)
+        )
 
 
 @pytest.mark.parametrize("reason", DROPPED_REASONS)
@@ -99,7 +113,12 @@ def test_plain_words_for_the_examples_of_the_issue(client):
 def test_sent_shows_the_price_told(client):
     device, _ = device_with_cookie(client)
     watch = WatchFactory(device=device, listing=ListingFactory(name="スコッティ 12ロール"))
-    row(watch, Status.SENT, Reason.DELIVERED, message={"price": 880, "body": "Now ¥880 — at or below your ¥900."})
+    row(
+        watch,
+        Status.SENT,
+        Reason.DELIVERED,
+        message={"price": 880, "body": "Now ¥880 — at or below your ¥900."},
+    )
     body = client.get("/notifications/").content.decode()
     assert "Sent" in body and "We told you: ¥880." in body
     assert "Now ¥880 — at or below your ¥900." in body
@@ -110,7 +129,11 @@ def test_sent_shows_the_price_told(client):
 
 @pytest.mark.parametrize(
     ("status", "reason"),
-    [(Status.PENDING, ""), (Status.SENDING, Reason.CLAIMED), (Status.RETRY, Reason.REFETCH_NETWORK)],
+    [
+        (Status.PENDING, ""),
+        (Status.SENDING, Reason.CLAIMED),
+        (Status.RETRY, Reason.REFETCH_NETWORK),
+    ],
 )
 def test_pending_sending_and_retry_are_on_the_way(client, status, reason):
     device, _ = device_with_cookie(client)
@@ -124,7 +147,10 @@ def test_pending_sending_and_retry_are_on_the_way(client, status, reason):
 def test_newest_first_and_paginated(client):
     device, _ = device_with_cookie(client)
     watch = WatchFactory(device=device)
-    rows = [row(watch, Status.DROPPED, Reason.CONDITION_LOST, age=dt.timedelta(hours=h)) for h in range(25)]
+    rows = [
+        row(watch, Status.DROPPED, Reason.CONDITION_LOST, age=dt.timedelta(hours=h))
+        for h in range(25)
+    ]
     page1 = client.get("/notifications/")
     assert [e.row.pk for e in page1.context["entries"]] == [r.pk for r in rows[:20]]
     assert "Page 1 of 2" in page1.content.decode()
@@ -151,7 +177,12 @@ def test_a_browser_with_nothing_sees_an_empty_page(client):
 def test_names_and_messages_are_escaped(client):
     device, _ = device_with_cookie(client)
     watch = WatchFactory(device=device, listing=ListingFactory(name="<script>alert(1)</script>"))
-    row(watch, Status.SENT, Reason.DELIVERED, message={"price": "<b>", "body": "<img src=x onerror=alert(2)>"})
+    row(
+        watch,
+        Status.SENT,
+        Reason.DELIVERED,
+        message={"price": "<b>", "body": "<img src=x onerror=alert(2)>"},
+    )
     body = client.get("/notifications/").content.decode()
     assert "<script>alert" not in body and "&lt;script&gt;alert(1)" in body
     assert "<img src=x" not in body and "&lt;img src=x" in body
@@ -160,13 +191,21 @@ def test_names_and_messages_are_escaped(client):
 def test_history_query_count_does_not_grow_with_rows(client, django_assert_max_num_queries):
     device, _ = device_with_cookie(client)
     statuses = [
-        (Status.SENT, Reason.DELIVERED), (Status.DROPPED, Reason.CONDITION_LOST),
-        (Status.FAILED, Reason.DELIVER_NETWORK), (Status.RETRY, Reason.REFETCH_SERVER),
+        (Status.SENT, Reason.DELIVERED),
+        (Status.DROPPED, Reason.CONDITION_LOST),
+        (Status.FAILED, Reason.DELIVER_NETWORK),
+        (Status.RETRY, Reason.REFETCH_SERVER),
         (Status.PENDING, ""),
     ]
     for i in range(50):
         status, reason = statuses[i % len(statuses)]
-        row(WatchFactory(device=device), status, reason, age=dt.timedelta(minutes=i), message={"price": 900})
+        row(
+            WatchFactory(device=device),
+            status,
+            reason,
+            age=dt.timedelta(minutes=i),
+            message={"price": 900},
+        )
     # device, count, page (rows with watch and listing joined)
     with django_assert_max_num_queries(4):
         response = client.get("/notifications/")

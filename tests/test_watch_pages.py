@@ -13,10 +13,11 @@ import time_machine
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from outbox.models import Outbox, Reason, Status
+from outbox.models import Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory, device_with_cookie
 from tests.outbox_helpers import enqueue_for
 from watches.devices import cookie_name, hash_token
@@ -54,15 +55,26 @@ def with_history(listing, prices: list[int | None]):
 
 @pytest.fixture
 def listing():
-    return with_history(ListingFactory(price=1000, units_per_pack=12, unit_label="roll"), [1000] * 30 + [900] * 10)
+    return with_history(
+        ListingFactory(price=1000, units_per_pack=12, unit_label="roll"), [1000] * 30 + [900] * 10
+    )
 
 
 def watch_state() -> list[tuple]:
     """Every watch row, all fields that matter: "changes nothing" compares these."""
     return list(
         Watch.objects.order_by("pk").values_list(
-            "pk", "device_id", "listing_id", "trigger", "target_price", "drop_percent",
-            "use_unit_price", "paused", "removed_at", "last_notified_price", "updated_at",
+            "pk",
+            "device_id",
+            "listing_id",
+            "trigger",
+            "target_price",
+            "drop_percent",
+            "use_unit_price",
+            "paused",
+            "removed_at",
+            "last_notified_price",
+            "updated_at",
         )
     )
 
@@ -92,7 +104,10 @@ def test_a_target_price_watch_is_created_with_the_device_and_its_cookie(client, 
     assert response.cookies[cookie_name()]["httponly"]
     watch = Watch.objects.get()
     assert (watch.device, watch.listing, watch.trigger, watch.target_price) == (
-        device, listing, Trigger.TARGET_PRICE, 950,
+        device,
+        listing,
+        Trigger.TARGET_PRICE,
+        950,
     )
     assert watch.drop_percent is None and not watch.use_unit_price
 
@@ -195,35 +210,61 @@ def test_a_paused_listing_cannot_be_watched(client, listing):
     [
         ({"trigger": "target_price", "target_price": "-100"}, "target_price", "more than ¥0"),
         ({"trigger": "target_price", "target_price": "0"}, "target_price", "more than ¥0"),
-        ({"trigger": "target_price", "target_price": "10000001"}, "target_price", "more than ¥10,000,000"),
-        ({"trigger": "target_price", "target_price": "99999999999999999999"}, "target_price", "more than ¥10,000,000"),
+        (
+            {"trigger": "target_price", "target_price": "10000001"},
+            "target_price",
+            "more than ¥10,000,000",
+        ),
+        (
+            {"trigger": "target_price", "target_price": "99999999999999999999"},
+            "target_price",
+            "more than ¥10,000,000",
+        ),
         ({"trigger": "target_price", "target_price": "abc"}, "target_price", "whole number of yen"),
         ({"trigger": "target_price", "target_price": "12.5"}, "target_price", "without decimals"),
         ({"trigger": "target_price", "target_price": "1e3"}, "target_price", "whole number of yen"),
         ({"trigger": "target_price", "target_price": "NaN"}, "target_price", "whole number of yen"),
-        ({"trigger": "target_price", "target_price": "1" * 40}, "target_price", "whole number of yen"),
+        (
+            {"trigger": "target_price", "target_price": "1" * 40},
+            "target_price",
+            "whole number of yen",
+        ),
         ({"trigger": "target_price", "target_price": ""}, "target_price", "Enter the price"),
         ({"trigger": "target_price"}, "target_price", "Enter the price"),
         ({"trigger": "back_in_stock", "target_price": "-5"}, "target_price", "more than ¥0"),
         ({"trigger": "price_drop", "drop_percent": "0"}, "drop_percent", "from 1 to 90"),
         ({"trigger": "price_drop", "drop_percent": "91"}, "drop_percent", "from 1 to 90"),
         ({"trigger": "price_drop", "drop_percent": "-15"}, "drop_percent", "from 1 to 90"),
-        ({"trigger": "price_drop", "drop_percent": "fifteen"}, "drop_percent", "whole number from 1 to 90"),
-        ({"trigger": "price_drop", "drop_percent": "15.5"}, "drop_percent", "whole number from 1 to 90"),
+        (
+            {"trigger": "price_drop", "drop_percent": "fifteen"},
+            "drop_percent",
+            "whole number from 1 to 90",
+        ),
+        (
+            {"trigger": "price_drop", "drop_percent": "15.5"},
+            "drop_percent",
+            "whole number from 1 to 90",
+        ),
         ({"trigger": "price_drop", "drop_percent": ""}, "drop_percent", "how big a drop"),
-        ({"trigger": "cheapest_ever", "target_price": "900"}, "trigger", "Choose one of the listed"),
+        (
+            {"trigger": "cheapest_ever", "target_price": "900"},
+            "trigger",
+            "Choose one of the listed",
+        ),
         ({"trigger": "", "target_price": "900"}, "trigger", "Choose when"),
         ({"target_price": "900"}, "trigger", "Choose when"),
     ],
 )
-def test_invalid_input_is_told_next_to_its_field_and_changes_nothing(client, listing, data, field, message):
+def test_invalid_input_is_told_next_to_its_field_and_changes_nothing(
+    client, listing, data, field, message
+):
     device, _ = device_with_cookie(client)
     existing = WatchFactory(device=device, listing=listing, target_price=950)
     before = watch_state()
     response = post_watch(client, listing, **data)
     assert response.status_code == 200
     assert message in field_error(response, field)
-    assert f'aria-invalid="true"' in response.content.decode()
+    assert 'aria-invalid="true"' in response.content.decode()
     assert watch_state() == before
     # The edit form says the same about the same input.
     response = client.post(reverse("watch-edit", args=[existing.pk]), data)
@@ -238,7 +279,9 @@ def test_invalid_input_creates_no_device_either(client, listing):
     assert cookie_name() not in client.cookies
 
 
-@pytest.mark.parametrize("text", ["1,280", "¥1,280", "￥１，２８０", "１２８０", "1280円", " 1280 "])
+@pytest.mark.parametrize(
+    "text", ["1,280", "¥1,280", "￥１，２８０", "１２８０", "1280円", " 1280 "]
+)
 def test_prices_are_read_as_people_type_them(client, listing, text):
     post_watch(client, listing, trigger="target_price", target_price=text)
     assert Watch.objects.get().target_price == 1280
@@ -248,7 +291,9 @@ def test_a_tampered_listing_id_is_404_and_changes_nothing(client, listing):
     device_with_cookie(client)
     before = watch_state()
     for listing_id in (listing.pk + 1000, 0):
-        response = client.post(f"/listings/{listing_id}/", {"trigger": "target_price", "target_price": "900"})
+        response = client.post(
+            f"/listings/{listing_id}/", {"trigger": "target_price", "target_price": "900"}
+        )
         assert response.status_code == 404
     assert client.post("/listings/-1/", {"trigger": "lowest"}).status_code == 404
     assert client.post("/listings/abc/", {"trigger": "lowest"}).status_code == 404
@@ -262,7 +307,11 @@ def test_the_watch_form_needs_csrf(listing):
     assert Watch.objects.count() == 0
 
 
-@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@hsettings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     trigger=st.one_of(st.sampled_from([t.value for t in Trigger]), st.text(max_size=30)),
     target=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40),
@@ -288,7 +337,13 @@ def test_no_input_makes_the_watch_form_fail(client, listing, trigger, target, dr
 def test_my_watches_lists_the_live_watches_with_price_against_line(client, listing):
     device, _ = device_with_cookie(client)
     WatchFactory(device=device, listing=listing, target_price=950)
-    WatchFactory(device=device, listing=listing, trigger=Trigger.PRICE_DROP, target_price=None, drop_percent=20)
+    WatchFactory(
+        device=device,
+        listing=listing,
+        trigger=Trigger.PRICE_DROP,
+        target_price=None,
+        drop_percent=20,
+    )
     WatchFactory(device=device, listing=listing, target_price=777, removed_at=NOW)
     WatchFactory(listing=listing, target_price=666)  # someone else's
     body = client.get("/watches/").content.decode()
@@ -318,7 +373,9 @@ def test_edit_changes_the_watch(client, listing):
     watch = WatchFactory(device=device, listing=listing, target_price=950)
     form = client.get(f"/watches/{watch.pk}/edit/").content.decode()
     assert 'value="950"' in form
-    response = client.post(f"/watches/{watch.pk}/edit/", {"trigger": "target_price", "target_price": "900"})
+    response = client.post(
+        f"/watches/{watch.pk}/edit/", {"trigger": "target_price", "target_price": "900"}
+    )
     assert response.status_code == 302 and response["Location"] == f"/watches/#watch-{watch.pk}"
     watch.refresh_from_db()
     assert watch.target_price == 900
@@ -326,13 +383,23 @@ def test_edit_changes_the_watch(client, listing):
 
 def test_edit_keeps_the_baseline_for_a_new_number_and_clears_it_for_a_new_trigger(client, listing):
     device, _ = device_with_cookie(client)
-    watch = WatchFactory(device=device, listing=listing, target_price=950, last_notified_price=940, last_notified_at=NOW)
+    watch = WatchFactory(
+        device=device,
+        listing=listing,
+        target_price=950,
+        last_notified_price=940,
+        last_notified_at=NOW,
+    )
     client.post(f"/watches/{watch.pk}/edit/", {"trigger": "target_price", "target_price": "900"})
     watch.refresh_from_db()
     assert watch.last_notified_price == 940
     client.post(f"/watches/{watch.pk}/edit/", {"trigger": "price_drop", "drop_percent": "10"})
     watch.refresh_from_db()
-    assert (watch.trigger, watch.last_notified_price, watch.last_notified_at) == ("price_drop", None, None)
+    assert (watch.trigger, watch.last_notified_price, watch.last_notified_at) == (
+        "price_drop",
+        None,
+        None,
+    )
 
 
 def test_edit_refuses_a_second_watch_of_the_same_kind(client, listing):
@@ -372,7 +439,9 @@ def test_remove_is_a_soft_delete_with_an_undo(client, listing):
     assert watch.removed_at is None
 
 
-def test_a_pending_notification_of_a_removed_watch_is_dropped_watch_removed(client, listing, recording_channel):
+def test_a_pending_notification_of_a_removed_watch_is_dropped_watch_removed(
+    client, listing, recording_channel
+):
     device, _ = device_with_cookie(client, channel="console")
     watch = WatchFactory(device=device, listing=listing, target_price=1200)
     row = enqueue_for(watch, price=1000)
@@ -419,7 +488,7 @@ def test_removed_watch_in_the_undo_link_must_be_ones_own(client, listing):
 
 def test_watch_changes_need_post_and_csrf(listing):
     browser = Client(enforce_csrf_checks=True)
-    device, token = device_with_cookie(browser)
+    device, _token = device_with_cookie(browser)
     watch = WatchFactory(device=device, listing=listing)
     assert browser.get(f"/watches/{watch.pk}/remove").status_code == 405
     assert browser.post(f"/watches/{watch.pk}/remove").status_code == 403
@@ -432,7 +501,10 @@ def test_watch_changes_need_post_and_csrf(listing):
 
 
 def test_listing_names_are_escaped_on_the_watch_pages(client):
-    listing = with_history(ListingFactory(name='<script>alert("x")</script>洗剤', unit_label="<b>roll</b>"), [1000] * 20)
+    listing = with_history(
+        ListingFactory(name='<script>alert("x")</script>洗剤', unit_label="<b>roll</b>"),
+        [1000] * 20,
+    )
     device, _ = device_with_cookie(client)
     watch = WatchFactory(device=device, listing=listing, target_price=900, use_unit_price=True)
     client.post(f"/watches/{watch.pk}/pause", {"paused": "1"})  # a message naming it
@@ -448,7 +520,9 @@ def test_listing_names_are_escaped_on_the_watch_pages(client):
 def test_my_watches_query_count_does_not_grow_with_rows(client, django_assert_max_num_queries):
     device, _ = device_with_cookie(client)
     for listing in ListingFactory.create_batch(50):
-        PricePoint.objects.create(listing=listing, observed_at=NOW, price=1000, shipping=0, in_stock=True)
+        PricePoint.objects.create(
+            listing=listing, observed_at=NOW, price=1000, shipping=0, in_stock=True
+        )
         WatchFactory(device=device, listing=listing, target_price=900)
     # device, watches (with listings and first price point), session-less messages: a few.
     with django_assert_max_num_queries(4):
