@@ -165,7 +165,7 @@ def test_choosing_the_same_trigger_again_changes_that_watch(client, listing):
 def test_target_below_the_90_day_low_is_told_before_and_after(client, listing):
     assert listing.low_90 == 900
     body = client.get(f"/listings/{listing.pk}/").content.decode()
-    assert "Lowest in the last 90 days: ¥900." in body, "next to the field"
+    assert "Lowest in the last 90 days: ¥900 (¥75 per roll)." in body, "next to the field"
     assert "data-msg-below-pack=" in body, "the live hint's words, for watch-form.js"
     response = post_watch(client, listing, trigger="target_price", target_price="850")
     body = client.get(response["Location"]).content.decode()
