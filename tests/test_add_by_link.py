@@ -120,3 +120,20 @@ def test_adding_is_limited_per_minute(client):
         assert add(client, f"tp-many-{n}").status_code == 302
     DemoProductFactory(item_code="tp-one-too-many")
     assert "Wait a minute" in link_error(add(client, "tp-one-too-many"))
+
+
+def test_behind_the_proxy_the_limit_is_per_forwarded_address(client, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    for n in range(10):
+        DemoProductFactory(item_code=f"tp-a-{n}")
+        response = client.post(
+            "/add/", {"link": f"tp-a-{n}"}, headers={"x-forwarded-for": "203.0.113.7"}
+        )
+        assert response.status_code == 302
+    DemoProductFactory(item_code="tp-b")
+    # Someone else behind the same proxy is not held back by the first person's adds, even
+    # when they put the first person's address in front.
+    response = client.post(
+        "/add/", {"link": "tp-b"}, headers={"x-forwarded-for": "203.0.113.7, 198.51.100.2"}
+    )
+    assert response.status_code == 302

@@ -230,6 +230,7 @@ def pages(world) -> list[str]:
         "/notifications/",
         "/settings/",
         "/transfer/" + "x" * 43 + "/",
+        "/listings/999999/",
     ]
 
 
@@ -378,3 +379,16 @@ def test_dates_are_in_tokyo_and_in_the_readers_language(client):
     en = client.get("/notifications/", headers={"accept-language": "en"}).content.decode()
     assert ("11月29日 01:30" if this_year else "2026年11月29日 01:30") in ja
     assert ("Nov 29, 01:30" if this_year else "Nov 29, 2026, 01:30") in en
+
+
+def test_the_error_pages_speak_both_languages(client):
+    from django.template.loader import render_to_string
+
+    call_command("compile_translations")
+    # 500.html is rendered with no request and no context processors at all.
+    with translation.override("ja"):
+        assert "問題が発生しました" in render_to_string("500.html")
+    with translation.override("en"):
+        assert "Something went wrong" in render_to_string("500.html")
+    response = client.get("/listings/999999/", headers={"accept-language": "ja"})
+    assert response.status_code == 404 and "このページはありません" in response.content.decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.cache import cache
 from django.core.paginator import Paginator
@@ -75,13 +76,23 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
 
 
 def _add_allowed(request: HttpRequest) -> bool:
-    key = f"add-by-link:{request.META.get('REMOTE_ADDR', '')}"
+    key = f"add-by-link:{_client_address(request)}"
     if cache.add(key, 1, timeout=60):
         return True
     try:
         return cache.incr(key) <= ADD_PER_MINUTE
     except ValueError:  # expired between add and incr
         return True
+
+
+def _client_address(request: HttpRequest) -> str:
+    """Who is asking, for a per-person limit. Behind our reverse proxy (BEHIND_PROXY) every
+    request comes from the proxy, so the address it appended to X-Forwarded-For is used: the
+    last one, the only one the proxy vouches for (earlier ones are whatever the client sent)."""
+    forwarded = request.headers.get("X-Forwarded-For", "")
+    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
+        return forwarded.rsplit(",", 1)[-1].strip()[:64]
+    return request.META.get("REMOTE_ADDR", "")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
