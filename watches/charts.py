@@ -17,7 +17,7 @@ from django.conf import settings
 from watches.triggers import Point
 
 WIDTH, HEIGHT = 420, 230
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 52, 12, 14, 26
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 60, 12, 14, 26
 
 
 @dataclass(frozen=True)
