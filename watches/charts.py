@@ -49,7 +49,12 @@ class Chart:
     yticks: tuple[Tick, ...] = ()
     xticks: tuple[Tick, ...] = ()
     last: tuple[float, float] | None = None  # the newest point, marked on the chart
-    plot: tuple[float, float, float, float] = (PAD_LEFT, PAD_TOP, WIDTH - PAD_RIGHT, HEIGHT - PAD_BOTTOM)
+    plot: tuple[float, float, float, float] = (
+        PAD_LEFT,
+        PAD_TOP,
+        WIDTH - PAD_RIGHT,
+        HEIGHT - PAD_BOTTOM,
+    )
     empty: bool = True
     weeks: tuple[dict, ...] = field(default_factory=tuple)  # the text alternative
 
