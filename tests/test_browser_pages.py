@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
 from django.utils import timezone
 
 from outbox.enqueue import enqueue
@@ -55,6 +56,10 @@ def browser(monkeypatch, transactional_db):
             yield browser
         finally:
             browser.close()
+            # Django keeps connections per context, and inside sync_playwright() the test's
+            # own queries get a connection of their own, which nothing else closes: close it,
+            # or PostgreSQL refuses to drop the test database ("accessed by other users").
+            connections.close_all()
 
 
 def new_page(browser, width: int, height: int, locale: str = "en-US"):
