@@ -13,6 +13,7 @@ from outbox.models import DEDUP_ZONE, Outbox
 from watches.marketplaces.base import Observation
 from watches.models import Listing, Trigger, Watch
 from watches.triggers import Judgement
+from watches.units import unit_name
 
 _TITLE_LIMIT = 60
 
@@ -65,7 +66,7 @@ def build_message(
         if watch.use_unit_price and listing.units_per_pack and judgement.value is not None:
             body += " " + _("(%(unit)s per %(label)s)") % {
                 "unit": f"¥{judgement.value:,.2f}",
-                "label": listing.unit_label or _("unit"),
+                "label": unit_name(listing.unit_label),
             }
     return Message(
         title=title,

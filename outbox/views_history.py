@@ -1,14 +1,38 @@
-"""A device's own notification history, as JSON. Rows of other devices do not exist here."""
+"""A device's own notification history: the /notifications/ page and its JSON. Rows of other
+devices do not exist here."""
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, JsonResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from outbox import explain
 from outbox.models import Outbox
-from watches.devices import get_device, owned_or_404
+from watches.devices import get_device, owned_or_404, push_active
 
 HISTORY_LIMIT = 50
+PAGE_SIZE = 20
+
+
+@require_safe
+def history_page(request: HttpRequest) -> HttpResponse:
+    """Everything the outbox did for this browser, newest first: sent (with the price told),
+    withheld and why, on the way. A browser with no device simply has nothing yet."""
+    device = get_device(request)
+    page = Paginator(explain.device_rows(device), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "outbox/history.html",
+        {
+            "nav": "history",
+            "device": device,
+            "page": page,
+            "entries": [explain.entry(row) for row in page],
+            "push_active": push_active(device),
+        },
+    )
 
 
 @require_safe

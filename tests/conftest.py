@@ -21,6 +21,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _english_unless_asked(settings):
+    """The product speaks Japanese to a browser that states no language (LANGUAGE_CODE "ja").
+    Tests read the English source strings, so a request without Accept-Language, and code
+    outside any request, get English here; tests of the languages themselves send
+    Accept-Language or restore "ja" (tests/test_i18n.py)."""
+    settings.LANGUAGE_CODE = "en"
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """The cache (throttles, e.g. the test-notification cooldown) lives in the process: no
     test may see another's entries, especially as database ids are reused between tests."""

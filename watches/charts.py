@@ -17,7 +17,7 @@ from django.conf import settings
 from watches.triggers import Point
 
 WIDTH, HEIGHT = 420, 230
-PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 52, 12, 14, 26
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 60, 12, 14, 26
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,12 @@ class Chart:
     yticks: tuple[Tick, ...] = ()
     xticks: tuple[Tick, ...] = ()
     last: tuple[float, float] | None = None  # the newest point, marked on the chart
-    plot: tuple[float, float, float, float] = (PAD_LEFT, PAD_TOP, WIDTH - PAD_RIGHT, HEIGHT - PAD_BOTTOM)
+    plot: tuple[float, float, float, float] = (
+        PAD_LEFT,
+        PAD_TOP,
+        WIDTH - PAD_RIGHT,
+        HEIGHT - PAD_BOTTOM,
+    )
     empty: bool = True
     weeks: tuple[dict, ...] = field(default_factory=tuple)  # the text alternative
 

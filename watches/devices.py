@@ -24,7 +24,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.cache import patch_cache_control, patch_vary_headers
 
-from watches.models import Device
+from watches.models import Channel, Device
 
 # token_urlsafe(32): 32 random bytes, 43 base64url characters.
 _TOKEN_BYTES = 32
@@ -98,6 +98,11 @@ def owned_or_404(request: HttpRequest, queryset: models.QuerySet | type[models.M
     if obj is None:
         raise Http404("not found")
     return obj
+
+
+def push_active(device: Device | None) -> bool:
+    """Whether this browser can be sent a Web Push right now (what the pages show)."""
+    return bool(device and device.channel == Channel.WEBPUSH and device.can_receive)
 
 
 def touch(device: Device, now: dt.datetime | None = None) -> None:

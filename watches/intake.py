@@ -245,3 +245,13 @@ def add_listing(
 
 def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def find_or_add(ref: ItemRef) -> Listing:
+    """The listing already tracked for `ref`, or a new one from a first fetch. A known item
+    is not fetched again: pasting a link must not be a way to make us call a marketplace at
+    will (polling keeps known listings fresh anyway)."""
+    existing = Listing.objects.filter(source=ref.source, item_code=ref.item_code).first()
+    if existing is not None:
+        return existing
+    return save_listing(ref, fetch_first(ref))

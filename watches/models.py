@@ -88,6 +88,11 @@ class Listing(models.Model):
         return unit_price(self.effective_price, self.units_per_pack)
 
     @property
+    def unit_low_90(self) -> Decimal | None:
+        """The 90-day low per unit, to compare with a per-unit target."""
+        return unit_price(self.low_90, self.units_per_pack)
+
+    @property
     def change_vs_typical(self) -> float | None:
         """Percent of the current effective price above (+) or below (−) the typical price."""
         current = self.effective_price

@@ -2,11 +2,18 @@
 
 from django.urls import include, path
 
-from watches import views, views_device
+from watches import views, views_device, views_watches
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("add/", views.add_by_link, name="add-by-link"),
     path("listings/<int:listing_id>/", views.listing_detail, name="listing"),
+    path("watches/", views_watches.my_watches, name="my-watches"),
+    path("watches/<int:watch_id>/edit/", views_watches.edit_watch, name="watch-edit"),
+    path("watches/<int:watch_id>/pause", views_watches.pause_watch, name="watch-pause"),
+    path("watches/<int:watch_id>/remove", views_watches.remove_watch, name="watch-remove"),
+    path("watches/<int:watch_id>/restore", views_watches.restore_watch, name="watch-restore"),
+    path("language", views_device.set_language, name="set-language"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("settings/", views_device.settings_page, name="device-settings"),
     path("settings/transfer", views_device.create_transfer, name="device-transfer-create"),

@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.views import i18n
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -88,11 +89,24 @@ def delete_data(request: HttpRequest) -> HttpResponse:
     return redirect("device-settings")
 
 
+@require_POST
+def set_language(request: HttpRequest) -> HttpResponse:
+    """Django's language switch, and the device follows: its notifications are written in
+    the language it last chose on the pages."""
+    response = i18n.set_language(request)
+    code = request.POST.get("language", "")
+    device = devices.get_device(request)
+    if device is not None and code in dict(settings.LANGUAGES) and device.language != code:
+        Device.objects.filter(pk=device.pk).update(language=code)
+    return response
+
+
 def _render_settings(request: HttpRequest, device: Device | None, **extra) -> HttpResponse:
     context = {
         "device": device,
         "watch_count": Watch.live.filter(device=device).count() if device else 0,
-        "push_active": bool(device and device.can_receive and device.channel == "webpush"),
+        "push_active": devices.push_active(device),
+        "nav": "settings",
         "transfer_minutes": settings.DEVICE_TRANSFER_MINUTES,
         **extra,
     }

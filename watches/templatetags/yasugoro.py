@@ -1,10 +1,17 @@
-"""Formatting for the pages: yen, unit prices, changes."""
+"""Formatting for the pages: yen, unit prices, changes, times in the service's zone."""
 
 from __future__ import annotations
 
+import datetime as dt
+import zoneinfo
 from decimal import Decimal
 
 from django import template
+from django.conf import settings
+from django.utils import dateformat
+from django.utils.translation import pgettext
+
+from watches import units
 
 register = template.Library()
 
@@ -27,3 +34,30 @@ def signed_percent(value: float | None) -> str:
     if value == 0:
         return "±0%"
     return f"{value:+.1f}%".replace("-", "−")
+
+
+@register.filter
+def per_unit(price: str, label: str) -> str:
+    """`{{ listing.unit_price|yen|per_unit:listing.unit_label }}` → "¥49.83 per roll"."""
+    return units.per_unit(price, label or "")
+
+
+@register.filter
+def unit_name(label: str) -> str:
+    return units.unit_name(label or "")
+
+
+@register.filter
+def when(value: dt.datetime | None) -> str:
+    """A moment in the service's time zone (Asia/Tokyo unless configured otherwise), in the
+    reader's language: "Nov 29, 12:05" / "11月29日 12:05"; with the year when it is not this
+    year's."""
+    if value is None:
+        return ""
+    zone = zoneinfo.ZoneInfo(settings.TIME_ZONE)
+    local = value.astimezone(zone)
+    if local.year == dt.datetime.now(zone).year:
+        fmt = pgettext("date and time on pages, PHP-style format", "M j, H:i")
+    else:
+        fmt = pgettext("date and time on pages, with the year, PHP-style format", "M j, Y, H:i")
+    return dateformat.format(local, fmt)

@@ -1,0 +1,150 @@
+"""What the outbox did for a person, in plain words: the notification history page.
+
+Every reason a row can end in `dropped` or `failed`, and every reason it can be waiting to try
+again, has a sentence here that a person understands ("the item sold out"), never the staff
+word. Transparency is the point: seeing why something was withheld is what lets people trust
+that a silence means "not worth telling", not "broken".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from django.db.models import QuerySet
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+from outbox.models import Outbox, Reason, Status
+from watches.models import Device
+
+# Kinds of entry, as the page shows them (also their CSS class).
+SENT, WITHHELD, ON_THE_WAY, FAILED = "sent", "withheld", "on_the_way", "failed"
+
+# Dropped: we learned we should not send, so we did not.
+WITHHELD_BECAUSE: dict[str, Promise] = {
+    Reason.WATCH_REMOVED: _("You removed this watch."),
+    Reason.WATCH_PAUSED: _("You had paused this watch."),
+    Reason.LISTING_PAUSED: _("We stopped tracking this item."),
+    Reason.NO_SUBSCRIPTION: _("Notifications were off for this browser."),
+    Reason.SUBSCRIPTION_GONE: _(
+        "This browser's notification permission had expired. Turn notifications on again in "
+        "Settings."
+    ),
+    Reason.OUT_OF_STOCK: _("The item sold out before we could tell you."),
+    Reason.ITEM_NOT_FOUND: _("The shop no longer lists this item."),
+    Reason.CONDITION_LOST: _("The price went back up before we could tell you."),
+    Reason.ALREADY_NOTIFIED: _("We had already told you about this price."),
+    Reason.MANUAL: _("Our staff held it back."),
+}
+
+# Failed: we tried and gave up (or could never succeed).
+FAILED_BECAUSE: dict[str, Promise] = {
+    Reason.REFETCH_RATE_LIMITED: _(
+        "The shop kept asking us to slow down, so we could not confirm the price in time."
+    ),
+    Reason.REFETCH_NETWORK: _(
+        "The shop could not be reached to confirm the price, even after several tries."
+    ),
+    Reason.REFETCH_SERVER: _(
+        "The shop's site had errors, even after several tries, so we could not confirm the price."
+    ),
+    Reason.REFETCH_BAD_RESPONSE: _(
+        "The shop's answers did not make sense, so we could not confirm the price."
+    ),
+    Reason.DELIVER_RATE_LIMITED: _("Your browser's push service kept asking us to slow down."),
+    Reason.DELIVER_NETWORK: _(
+        "Your browser's push service could not be reached, even after several tries."
+    ),
+    Reason.DELIVER_SERVER: _("Your browser's push service had errors, even after several tries."),
+    Reason.DELIVER_REJECTED: _(
+        "Your browser's push service refused the message. That was our mistake, not yours."
+    ),
+    Reason.LEASE_EXPIRED: _("Sending got stuck on our side, even after several tries."),
+}
+
+# Retry: still on the way, with the hold-up in words.
+RETRYING_BECAUSE: dict[str, Promise] = {
+    Reason.REFETCH_RATE_LIMITED: _("The shop asked us to slow down; we will try again shortly."),
+    Reason.REFETCH_NETWORK: _("The shop could not be reached; we will try again shortly."),
+    Reason.REFETCH_SERVER: _("The shop's site had an error; we will try again shortly."),
+    Reason.REFETCH_BAD_RESPONSE: _(
+        "The shop's answer did not make sense; we will try again shortly."
+    ),
+    Reason.DELIVER_RATE_LIMITED: _(
+        "The push service asked us to slow down; we will try again shortly."
+    ),
+    Reason.DELIVER_NETWORK: _("The push service could not be reached; we will try again shortly."),
+    Reason.DELIVER_SERVER: _("The push service had an error; we will try again shortly."),
+    Reason.LEASE_EXPIRED: _("Sending was interrupted on our side; we will try again shortly."),
+}
+
+_UNKNOWN = _("No reason was recorded.")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One notification as the history page shows it."""
+
+    row: Outbox
+    kind: str
+    explanation: str  # why withheld / failed / delayed; "" for sent
+    price: Decimal | None  # the price told, for sent ones
+    body: str  # what the notification said, for sent ones
+    at: dt.datetime  # when it was sent, withheld or given up; when noticed, if on the way
+
+
+def explain(reason: str, status: str) -> str:
+    """The plain words for `reason` on a row now in `status`."""
+    if status == Status.DROPPED:
+        table = WITHHELD_BECAUSE
+    elif status == Status.FAILED:
+        table = FAILED_BECAUSE
+    elif status == Status.RETRY:
+        table = RETRYING_BECAUSE
+    else:
+        return ""
+    return str(table.get(reason, _UNKNOWN))
+
+
+def entry(row: Outbox) -> Entry:
+    status = row.status
+    if status == Status.SENT:
+        message = row.sent_message if isinstance(row.sent_message, dict) else {}
+        return Entry(
+            row,
+            SENT,
+            "",
+            _price(message.get("price")),
+            str(message.get("body") or ""),
+            row.sent_at or row.updated_at,
+        )
+    if status == Status.DROPPED:
+        return Entry(row, WITHHELD, explain(row.reason, status), None, "", row.updated_at)
+    if status == Status.FAILED:
+        return Entry(row, FAILED, explain(row.reason, status), None, "", row.updated_at)
+    # pending, sending, retry: on the way
+    return Entry(row, ON_THE_WAY, explain(row.reason, status), None, "", row.detected_at)
+
+
+def device_rows(device: Device | None) -> QuerySet[Outbox]:
+    """Everything the outbox did for `device`, newest first, with watch and listing joined
+    (the `outbox_by_device` index serves it)."""
+    if device is None:
+        return Outbox.objects.none()
+    return (
+        Outbox.objects.filter(device=device)
+        .select_related("watch__listing")
+        .defer("detected_payload", "detail")
+        .order_by("-created_at", "-id")
+    )
+
+
+def _price(value: object) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        return None

@@ -1,0 +1,292 @@
+"""A device's watches: create, edit, pause, resume, remove (and undo), what each one waits
+for in words, and where each one stands against its line right now.
+
+Removing is a soft delete (`removed_at`): a notification already on its way for the watch is
+then dropped `watch_removed` by the dispatcher instead of being sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from watches import units
+from watches.models import Device, Listing, PricePoint, Trigger, Watch, unit_price
+from watches.triggers import (
+    DEFAULT_DROP_PERCENT,
+    LOW_WINDOW,
+    History,
+    compared_value,
+    line_for,
+)
+
+_UNIT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK)
+
+
+@dataclass(frozen=True)
+class WatchParams:
+    """What a person chose on the watch form, already validated."""
+
+    trigger: str
+    target_price: int | None = None
+    drop_percent: int | None = None
+    use_unit_price: bool = False
+
+
+def save_watch(device: Device, listing: Listing, params: WatchParams) -> tuple[Watch, bool]:
+    """Watch `listing` for `device`. A device has at most one live watch per listing and
+    trigger: choosing the same trigger again changes that watch instead of adding a second,
+    which would only mean two notifications for one event. Returns (watch, created)."""
+    with transaction.atomic():
+        existing = (
+            Watch.live.filter(device=device, listing=listing, trigger=params.trigger)
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if existing is not None:
+            return update_watch(existing, params), False
+        watch = Watch.objects.create(
+            device=device,
+            listing=listing,
+            trigger=params.trigger,
+            target_price=params.target_price,
+            drop_percent=params.drop_percent,
+            use_unit_price=params.use_unit_price and bool(listing.units_per_pack),
+        )
+    return watch, True
+
+
+def update_watch(watch: Watch, params: WatchParams) -> Watch:
+    """Change a watch's trigger or parameter.
+
+    The delivered baseline (`last_notified_*`) is kept when only the number changes: having
+    been told ¥980 yesterday, a new target of ¥1,000 must not repeat ¥980 today. It is
+    cleared when what is compared changes (another trigger, or per unit instead of per pack):
+    the old baseline is then a number of a different kind."""
+    use_unit = params.use_unit_price and bool(watch.listing.units_per_pack)
+    compares_differently = watch.trigger != params.trigger or watch.use_unit_price != use_unit
+    watch.trigger = params.trigger
+    watch.target_price = params.target_price
+    watch.drop_percent = params.drop_percent
+    watch.use_unit_price = use_unit
+    fields = ["trigger", "target_price", "drop_percent", "use_unit_price", "updated_at"]
+    if compares_differently:
+        watch.last_notified_price = None
+        watch.last_notified_at = None
+        fields += ["last_notified_price", "last_notified_at"]
+    watch.save(update_fields=fields)
+    return watch
+
+
+def set_paused(watch: Watch, paused: bool) -> None:
+    Watch.objects.filter(pk=watch.pk).update(paused=paused, updated_at=timezone.now())
+    watch.paused = paused
+
+
+def remove_watch(watch: Watch, now: dt.datetime | None = None) -> None:
+    """Soft delete: the row stays so that a pending notification can see it was removed."""
+    now = now or timezone.now()
+    Watch.objects.filter(pk=watch.pk, removed_at__isnull=True).update(
+        removed_at=now, updated_at=now
+    )
+    watch.removed_at = now
+
+
+def restore_watch(watch: Watch) -> bool:
+    """Undo a removal. False when the device has meanwhile made another live watch with the
+    same trigger on the listing (two would mean two notifications for one event)."""
+    clash = Watch.live.filter(
+        device_id=watch.device_id, listing_id=watch.listing_id, trigger=watch.trigger
+    ).exists()
+    if clash:
+        return False
+    Watch.objects.filter(pk=watch.pk).update(removed_at=None, updated_at=timezone.now())
+    watch.removed_at = None
+    return True
+
+
+# --- Words and numbers for the pages -----------------------------------------------------
+
+
+def yen_text(value: Decimal | int | None) -> str:
+    """¥1,280, or ¥49.17 for a unit price with sen."""
+    if value is None:
+        return "—"
+    number = Decimal(value)
+    if number == number.to_integral_value():
+        return f"¥{int(number):,}"
+    return f"¥{number.quantize(Decimal('0.01')):,}"
+
+
+def per_unit(amount: str, listing: Listing) -> str:
+    return units.per_unit(amount, listing.unit_label)
+
+
+def describe(watch: Watch) -> str:
+    """What the watch waits for, in one short phrase ("At or below ¥1,000")."""
+    listing = watch.listing
+    target = watch.target_price
+    target_text = yen_text(target) if target is not None else ""
+    if target is not None and watch.use_unit_price and listing.units_per_pack:
+        target_text = per_unit(target_text, listing)
+    if watch.trigger == Trigger.TARGET_PRICE:
+        return _("At or below %(target)s") % {"target": target_text}
+    if watch.trigger == Trigger.PRICE_DROP:
+        return _("%(percent)s%% or more below its typical price") % {
+            "percent": watch.drop_percent or DEFAULT_DROP_PERCENT
+        }
+    if watch.trigger == Trigger.LOWEST:
+        return _("At its lowest price in 90 days")
+    if target is not None:
+        return _("Back in stock at or below %(target)s") % {"target": target_text}
+    return _("Back in stock")
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a watch stands against its line now, for My watches."""
+
+    # "met" (at or below the line now), "waiting" (above it), "no_line" (not enough history
+    # to draw one), "out_of_stock", "in_stock" (back in stock: waits for a sell-out first),
+    # "unknown" (no price yet)
+    state: str
+    value: Decimal | None  # the compared value now (effective or unit price)
+    line: Decimal | None  # at or below this it fires
+    per_unit: bool
+
+    @property
+    def gap(self) -> Decimal | None:
+        if self.value is None or self.line is None:
+            return None
+        return self.value - self.line
+
+
+def standing(watch: Watch, first_seen: dt.datetime | None, now: dt.datetime) -> Standing:
+    """The watch against its line, from the listing's stored stats (typical price, 90-day
+    low) rather than its history: My watches shows many at once. The dispatcher judges the
+    exact line from the full history when it matters."""
+    listing = watch.listing
+    uses_unit = (
+        watch.use_unit_price and bool(listing.units_per_pack) and watch.trigger in _UNIT_TRIGGERS
+    )
+    start = max(first_seen, now - LOW_WINDOW) if first_seen else now
+    history = History(
+        typical=Decimal(listing.typical_price) if listing.typical_price else None,
+        low_90=listing.low_90,
+        span=now - start,
+        previous_in_stock=None,
+    )
+    line = line_for(watch, history)
+    value = compared_value(
+        watch.trigger, watch.use_unit_price, listing.units_per_pack, listing.price, listing.shipping
+    )
+    if listing.in_stock is False:
+        state = "out_of_stock"
+    elif value is None:
+        state = "unknown"
+    elif watch.trigger == Trigger.BACK_IN_STOCK:
+        state = "in_stock"
+    elif line is None:
+        state = "no_line"
+    else:
+        state = "met" if value <= line else "waiting"
+    if line is not None and watch.trigger == Trigger.PRICE_DROP:
+        line = line.quantize(Decimal("1"))
+    return Standing(state, value, line, uses_unit)
+
+
+@dataclass(frozen=True)
+class WatchRow:
+    watch: Watch
+    summary: str
+    standing: Standing
+    advice: str
+
+
+def live_watches(device: Device | None) -> QuerySet[Watch]:
+    """The device's live watches with their listing and the time of its first price point
+    (for "enough history yet?"), newest first, in one query."""
+    if device is None:
+        return Watch.objects.none()
+    first_seen = (
+        PricePoint.objects.filter(listing=OuterRef("listing_id"))
+        .order_by("observed_at")
+        .values("observed_at")[:1]
+    )
+    return (
+        Watch.live.filter(device=device)
+        .select_related("listing")
+        .annotate(first_seen=Subquery(first_seen))
+        .order_by("-created_at", "-id")
+    )
+
+
+def rows_for(watches: list[Watch], now: dt.datetime | None = None) -> list[WatchRow]:
+    now = now or timezone.now()
+    return [
+        WatchRow(
+            watch=watch,
+            summary=describe(watch),
+            standing=standing(watch, getattr(watch, "first_seen", None), now),
+            advice=advice(watch.listing, watch),
+        )
+        for watch in watches
+    ]
+
+
+def advice(listing: Listing, params: WatchParams | Watch) -> str:
+    """A word of warning about a target, or "": below the 90-day low (it may never come),
+    or already met (expect a notification at the next check)."""
+    if params.trigger not in _UNIT_TRIGGERS or params.target_price is None:
+        return ""
+    use_unit = params.use_unit_price and bool(listing.units_per_pack)
+    target = Decimal(params.target_price)
+    low = listing.low_90
+    low_value = unit_price(low, listing.units_per_pack) if use_unit else low
+    now_value = compared_value(
+        params.trigger,
+        use_unit,
+        listing.units_per_pack,
+        listing.price,
+        listing.shipping,
+    )
+
+    def shown(value: Decimal | int | None) -> str:
+        return per_unit(yen_text(value), listing) if use_unit else yen_text(value)
+
+    if low_value is not None and target < Decimal(low_value):
+        return _(
+            "Your price %(target)s is below the lowest price of the last 90 days "
+            "(%(low)s). It may take a long time, or never happen."
+        ) % {"target": shown(target), "low": shown(low_value)}
+    if (
+        params.trigger == Trigger.TARGET_PRICE
+        and now_value is not None
+        and listing.in_stock
+        and now_value <= target
+    ):
+        return _(
+            "It is already %(now)s, at or below your price: expect a notification after the "
+            "next price check."
+        ) % {"now": shown(now_value)}
+    return ""
+
+
+def chart_target(listing: Listing, watches: list[Watch]) -> Decimal | None:
+    """The device's target on this listing as a pack price, for the chart's target line:
+    the lowest of its target watches (per-unit targets times the units per pack)."""
+    values = []
+    for watch in watches:
+        if watch.trigger not in _UNIT_TRIGGERS or watch.target_price is None:
+            continue
+        if watch.use_unit_price and listing.units_per_pack:
+            values.append(Decimal(watch.target_price) * listing.units_per_pack)
+        else:
+            values.append(Decimal(watch.target_price))
+    return min(values) if values else None
