@@ -17,8 +17,9 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    `last_notified_*`), `retry` with backoff, `failed` at the cap, or `dropped`.
 
 State changes are short transactions written in bulk; no network call happens inside one.
-Every later transition of a claimed row is conditional on the claim (`claimed_by`), so a
-dispatcher that lost its lease cannot record over the one that took the row over.
+Every later transition of a claimed row is conditional on the claim's fence — the holder token
+(`claimed_by`, new for every cycle) and the attempt number the claim gave the row (`attempts`)
+— so a dispatcher that lost its lease cannot record over the one that took the row over.
 """
 
 from __future__ import annotations
@@ -461,6 +462,7 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
                 reason=reason,
                 expect=[Status.SENDING],
                 holder=cycle.holder,
+                attempts={i: by_row[i].attempts for i in ids},
                 set_fields=common,
                 per_row=per_row,
                 events=events,
