@@ -68,6 +68,12 @@ def ichiba_item(code: str, *, price: int = 1000, available: bool = True, **overr
     }
 
 
+class _Server(ThreadingHTTPServer):
+    # Several dispatcher processes with a pool of connections each: the default backlog of 5
+    # would drop connections before the server ever sees them.
+    request_queue_size = 256
+
+
 class FakeIchiba:
     def __init__(self) -> None:
         self.items: dict[str, dict] = {}
@@ -110,7 +116,7 @@ class FakeIchiba:
             def log_message(self, *args) -> None:  # quiet test output
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/api/IchibaItem/Search/20220601"
         self._thread = threading.Thread(

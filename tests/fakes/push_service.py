@@ -117,6 +117,12 @@ class Received:
 FAULTS = ("rate_limited", "server", "stall", "reset", "malformed")
 
 
+class _Server(ThreadingHTTPServer):
+    # Several dispatcher processes with a pool of connections each: the default backlog of 5
+    # would drop connections before the server ever sees them.
+    request_queue_size = 256
+
+
 class FakePushService:
     def __init__(self, subject: str) -> None:
         self.subject = subject
@@ -133,7 +139,7 @@ class FakePushService:
         self.faults: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         # A stalled handler must not hold up shutdown at the end of the test.
         self._server.block_on_close = False
