@@ -48,6 +48,9 @@ def test_random_faults_of_marketplace_and_push_service_lose_nothing(
     settings.RAKUTEN_READ_TIMEOUT = 0.5
     settings.RAKUTEN_MAX_WAIT_SECONDS = 2.0
     ichiba.stall_seconds = 1.5
+    # A low cap, so that some rows really use up every retry and the cap is put to the test
+    # (a row succeeds ~half the time per cycle here: 0.7 × 0.7).
+    settings.OUTBOX_MAX_RETRY = 3
     rows = _rakuten_rows(ichiba, push_service, size, listing_count)
     ichiba.fail_at_random(FAULT_RATE, seed, retry_after="1")
     push_service.fail_at_random(FAULT_RATE, seed + 1, stall_seconds=1.5)
