@@ -28,11 +28,11 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -224,20 +224,20 @@ def recover_expired_leases(now: dt.datetime) -> int:
 def claim_due(holder: str, limit: int, now: dt.datetime) -> list[int]:
     """Claim up to `limit` due rows, oldest first, for `holder`. Returns the claimed ids."""
     with transaction.atomic():
-        candidates = _due(limit, now)
         return transition(
-            [row_id for row_id, _ in candidates],
+            _due(limit, now),
             to=Status.SENDING,
             reason=Reason.CLAIMED,
             set_fields={"claimed_by": holder, "claimed_at": now},
-            per_row={"attempts": {row_id: attempts + 1 for row_id, attempts in candidates}},
+            # The claim's fence: a new holder token, and the row's next attempt number.
+            increment=["attempts"],
             actor=holder,
             now=now,
         )
 
 
-def _due(limit: int, now: dt.datetime) -> list[tuple[int, int]]:
-    """(id, attempts) of the oldest `limit` due rows, read from the partial `outbox_due` index:
+def _due(limit: int, now: dt.datetime) -> list[int]:
+    """The ids of the oldest `limit` due rows, read from the partial `outbox_due` index:
     only pending/retry rows are in it, in (next_attempt_at, id) order, so the read stops after
     `limit` entries however many terminal rows or not-yet-due retries the table holds."""
     if connection.vendor != "sqlite":
@@ -246,7 +246,7 @@ def _due(limit: int, now: dt.datetime) -> list[tuple[int, int]]:
                 "next_attempt_at", "id"
             )
         )
-        return list(due.values_list("id", "attempts")[:limit])
+        return list(due.values_list("id", flat=True)[:limit])
     # SQLite without statistics prefers the (status, reason, updated_at) index and sorts every
     # pending/retry row (~80x slower behind 60,000 waiting retries; bench_queue_scale.py), so
     # the partial index is named. Its WHERE must be implied by the query's, which SQLite can
@@ -254,13 +254,13 @@ def _due(limit: int, now: dt.datetime) -> list[tuple[int, int]]:
     statuses = ", ".join(f"'{status.value}'" for status in DUE_STATUSES)
     table = connection.ops.quote_name(Outbox._meta.db_table)
     sql = (
-        f"SELECT id, attempts FROM {table} INDEXED BY outbox_due "  # noqa: S608
+        f"SELECT id FROM {table} INDEXED BY outbox_due "  # noqa: S608
         f"WHERE status IN ({statuses}) AND next_attempt_at <= %s "
         "ORDER BY next_attempt_at, id LIMIT %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [connection.ops.adapt_datetimefield_value(now), limit])
-        return [(row_id, attempts) for row_id, attempts in cursor.fetchall()]
+        return [row_id for (row_id,) in cursor.fetchall()]
 
 
 def _lock_for_update(queryset):
@@ -272,11 +272,7 @@ def _lock_for_update(queryset):
 
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
-    rows = list(
-        Outbox.objects.filter(id__in=ids, claimed_by=cycle.holder)
-        .select_related("watch", "watch__listing", "device")
-        .order_by("id")
-    )
+    rows = _load(ids, cycle.holder)
     outcomes: dict[int, _Outcome] = {}
 
     # 4. Pre-guards: no need to ask the marketplace about these.
@@ -345,6 +341,39 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
             "status_code": error.status_code,
         }
     _record(cycle, rows, outcomes)
+
+
+_UNREAD_FIELDS = (
+    "previous_status",
+    "reason",
+    "detail",
+    "sent_message",
+    "next_attempt_at",
+    "claimed_at",
+    "sent_at",
+    "created_at",
+    "updated_at",
+)
+
+
+def _load(ids: list[int], holder: str) -> list[Outbox]:
+    """The claimed rows with their watches, and one shared instance of each listing and
+    device: rows of a batch share few listings, so this builds far fewer model instances
+    than a join per row would, and a listing updated by its re-fetch is the same for all."""
+    rows = list(
+        Outbox.objects.filter(id__in=ids, claimed_by=holder)
+        .select_related("watch")
+        # What a cycle never reads: converting these (datetimes above all) cost more than
+        # the rest of the row.
+        .defer(*_UNREAD_FIELDS)
+        .order_by("id")
+    )
+    listings = Listing.objects.in_bulk({row.watch.listing_id for row in rows})
+    devices = Device.objects.in_bulk({row.device_id for row in rows})
+    for row in rows:
+        row.watch.listing = listings[row.watch.listing_id]
+        row.device = devices[row.device_id]
+    return rows
 
 
 def _guard(row: Outbox) -> Reason | None:
@@ -434,12 +463,34 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
 def _deliver_all(
     items: list[tuple[Outbox, Message]],
 ) -> list[tuple[Outbox, DeliveryError | None]]:
-    """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU."""
+    """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
+    At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
+    (cheaper than a future per message, and a slow answer holds up only its own thread).
+    The threads never touch the database."""
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
         return [(row, _deliver_one(row, message)) for row, message in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox-deliver") as pool:
-        errors = list(pool.map(lambda item: _deliver_one(*item), items))
+    errors: list[DeliveryError | None] = [None] * len(items)
+    queue = iter(enumerate(items))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            index, (row, message) = item
+            errors[index] = _deliver_one(row, message)
+
+    threads = [
+        threading.Thread(target=work, name=f"outbox-deliver-{n}", daemon=True)
+        for n in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return list(zip((row for row, _ in items), errors, strict=True))
 
 
@@ -470,11 +521,12 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
             events = {i: EventInfo(outcomes[i].detail, outcomes[i].data) for i in ids}
             common = {"claimed_by": "", "detail": ""}
             per_row: dict[str, dict[int, object]] = {"detail": {i: outcomes[i].detail for i in ids}}
+            increment: list[str] = []
             if to == Status.SENT:
                 common["sent_at"] = now
                 per_row["sent_message"] = {i: outcomes[i].message.as_json() for i in ids}
             elif to == Status.RETRY:
-                per_row["retry_count"] = {i: by_row[i].retry_count + 1 for i in ids}
+                increment.append("retry_count")
                 per_row["next_attempt_at"] = {
                     i: now + backoff(by_row[i].retry_count, outcomes[i].retry_after) for i in ids
                 }
@@ -487,6 +539,7 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
                 attempts={i: by_row[i].attempts for i in ids},
                 set_fields=common,
                 per_row=per_row,
+                increment=increment,
                 events=events,
                 actor=cycle.holder,
                 now=now,

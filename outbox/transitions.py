@@ -76,6 +76,7 @@ def transition(
     attempts: Mapping[int, int] | None = None,
     set_fields: Mapping[str, Any] | None = None,
     per_row: Mapping[str, Mapping[int, Any]] | None = None,
+    increment: Iterable[str] = (),
     events: Mapping[int, EventInfo] | None = None,
     detail: str = "",
     actor: str = "",
@@ -86,7 +87,8 @@ def transition(
     attempt number `attempts[id]` (a row missing from it never moves) — to `to`. Returns the
     ids that moved.
 
-    `set_fields` are written to every moved row; `per_row[field][id]` only to that row.
+    `set_fields` are written to every moved row; `per_row[field][id]` only to that row;
+    each field named in `increment` goes up by one in the database (`attempts = attempts + 1`).
     `status`, `reason`, `detail` and `updated_at` are always written.
     """
     expect_set = check_allowed(to, expect if expect is not None else ALLOWED[Status(to)])
@@ -105,7 +107,9 @@ def transition(
     with transaction.atomic():
         for start in range(0, len(ids), _CHUNK):
             chunk = list(ids[start : start + _CHUNK])
-            won.extend(_update_returning(chunk, common, per_row, expect_set, holder, attempts))
+            won.extend(
+                _update_returning(chunk, common, per_row, increment, expect_set, holder, attempts)
+            )
         if won:
             _write_events(won, to, str(reason), detail, events or {}, actor, now)
     return [row_id for row_id, _ in won]
@@ -132,6 +136,7 @@ def _update_returning(
     ids: list[int],
     common: Mapping[str, Any],
     per_row: Mapping[str, Mapping[int, Any]],
+    increment: Iterable[str],
     expect: frozenset[Status],
     holder: str | None,
     attempts: Mapping[int, int] | None,
@@ -144,8 +149,18 @@ def _update_returning(
         field, column = _column(name)
         assignments.append(f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
+    for name in increment:
+        _, column = _column(name)
+        assignments.append(f"{column} = {column} + 1")
     for name, values in per_row.items():
         field, column = _column(name)
+        given = [values[row_id] for row_id in ids if row_id in values]
+        if len(given) == len(ids) and all(value == given[0] for value in given):
+            # One value for every row of the chunk (every `detail` of a sent batch is ""):
+            # a plain assignment instead of a CASE over the ids.
+            assignments.append(f"{column} = %s")
+            params.append(field.get_db_prep_save(given[0], connection))
+            continue
         cases = []
         for row_id in ids:
             if row_id in values:
