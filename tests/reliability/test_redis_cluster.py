@@ -77,17 +77,17 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
     env = child_env(REDIS_URL=redis_url, Q_WORKERS=2, OUTBOX_BATCH_SIZE=20)
     clusters = []
     for n in range(CLUSTERS):
-        out = open(tmp_path / f"qcluster-{n}.log", "w")  # noqa: SIM115 - closed by the child
-        clusters.append(
-            subprocess.Popen(
-                [sys.executable, "manage.py", "qcluster"],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        with open(tmp_path / f"qcluster-{n}.log", "w") as out:  # the child keeps its copy
+            clusters.append(
+                subprocess.Popen(
+                    [sys.executable, "manage.py", "qcluster"],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
-        )
     rows: list[int] = []
     started = time.monotonic()
     try:

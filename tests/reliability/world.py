@@ -131,15 +131,15 @@ def child_env(**extra: object) -> dict[str, str]:
 def start_dispatcher(
     env: dict[str, str], logs: Path, name: str, *, ready: Path, go: Path
 ) -> subprocess.Popen:
-    out = open(logs / f"{name}.log", "w")  # noqa: SIM115 - closed by the child's exit
-    return subprocess.Popen(
-        [sys.executable, str(RUNNER), "--ready", str(ready), "--go", str(go)],
-        cwd=ROOT,
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(logs / f"{name}.log", "w") as out:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, str(RUNNER), "--ready", str(ready), "--go", str(go)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def wait_for(paths: list[Path], procs: list[subprocess.Popen], timeout: float) -> None:
