@@ -470,7 +470,9 @@ def _deliver_all(
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
         return [(row, _deliver_one(row, message)) for row, message in items]
-    errors: list[DeliveryError | None] = [None] * len(items)
+    # A message whose thread died before it finished counts as not delivered: retried.
+    unfinished = DeliveryError(DeliveryKind.NETWORK, "the delivery thread stopped early")
+    errors: list[DeliveryError | None] = [unfinished] * len(items)
     queue = iter(enumerate(items))
     lock = threading.Lock()
 
