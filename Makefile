@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: run test test-pg test-reliability lint format bench browser clean
+.PHONY: run test test-pg test-reliability lint format bench wrk browser clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -39,8 +39,10 @@ test-pg: $(VENV)/.installed
 	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
+# The reliability suite at full size (make test runs its small version); CI runs it on PostgreSQL.
 test-reliability: $(VENV)/.installed
-	$(PY) -m pytest -m reliability --reliability-full $(PYTEST_ARGS)
+	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
+	$(PY) -m pytest tests/reliability -m reliability --reliability-full $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -54,8 +56,13 @@ format: $(VENV)/.installed
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
-bench: $(VENV)/.installed
+# Every benchmark prints our figure, a baseline measured in the same run, and the ratio.
+# The pages benchmark drives Debian's `wrk`, installed here when missing.
+bench: $(VENV)/.installed wrk
 	@for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+wrk:
+	@command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
 
 clean:
 	rm -rf $(VENV) var test-artifacts .pytest_cache .ruff_cache

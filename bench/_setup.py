@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 
 def django_on_temp_sqlite(name: str) -> Path:
-    """Point Django at a fresh SQLite file in a temp folder, set it up and migrate."""
+    """Point Django at a fresh SQLite file in a temp folder (removed at exit), set it up and
+    migrate."""
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     folder = Path(tempfile.mkdtemp(prefix=f"yasugoro-{name}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # a million rows weigh
     path = folder / "bench.sqlite3"
     os.environ["DATABASE_URL"] = f"sqlite:///{path}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yasugoro.settings")

@@ -40,7 +40,8 @@ def main() -> None:
     os.environ["YASUGORO_VAR_DIR"] = str(workdir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "yasugoro.settings"
     os.environ["DEMO_TICK"] = "0"
-    os.environ.setdefault("VAPID_SUBJECT", "mailto:bench@example.invalid")
+    # Production settings (DEBUG off) want a VAPID contact; nothing is pushed here.
+    os.environ.setdefault("VAPID_SUBJECT", "mailto:bench@yasugoro.example")
     sys.path.insert(0, str(ROOT))
     try:
         run(db_path)

@@ -17,8 +17,9 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    `last_notified_*`), `retry` with backoff, `failed` at the cap, or `dropped`.
 
 State changes are short transactions written in bulk; no network call happens inside one.
-Every later transition of a claimed row is conditional on the claim (`claimed_by`), so a
-dispatcher that lost its lease cannot record over the one that took the row over.
+Every later transition of a claimed row is conditional on the claim's fence — the holder token
+(`claimed_by`, new for every cycle) and the attempt number the claim gave the row (`attempts`)
+— so a dispatcher that lost its lease cannot record over the one that took the row over.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -221,24 +222,20 @@ def recover_expired_leases(now: dt.datetime) -> int:
 def claim_due(holder: str, limit: int, now: dt.datetime) -> list[int]:
     """Claim up to `limit` due rows, oldest first, for `holder`. Returns the claimed ids."""
     with transaction.atomic():
-        candidates = select_due(now, limit)
         return transition(
-            [row_id for row_id, _ in candidates],
+            select_due(now, limit),
             to=Status.SENDING,
             reason=Reason.CLAIMED,
             set_fields={"claimed_by": holder, "claimed_at": now},
-            per_row={"attempts": {row_id: attempts + 1 for row_id, attempts in candidates}},
+            # The claim's fence: a new holder token, and the row's next attempt number.
+            increment=["attempts"],
             actor=holder,
             now=now,
         )
 
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
-    rows = list(
-        Outbox.objects.filter(id__in=ids, claimed_by=cycle.holder)
-        .select_related("watch", "watch__listing", "device")
-        .order_by("id")
-    )
+    rows = _load(ids, cycle.holder)
     outcomes: dict[int, _Outcome] = {}
 
     # 4. Pre-guards: no need to ask the marketplace about these.
@@ -307,6 +304,39 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> None:
             "status_code": error.status_code,
         }
     _record(cycle, rows, outcomes)
+
+
+_UNREAD_FIELDS = (
+    "previous_status",
+    "reason",
+    "detail",
+    "sent_message",
+    "next_attempt_at",
+    "claimed_at",
+    "sent_at",
+    "created_at",
+    "updated_at",
+)
+
+
+def _load(ids: list[int], holder: str) -> list[Outbox]:
+    """The claimed rows with their watches, and one shared instance of each listing and
+    device: rows of a batch share few listings, so this builds far fewer model instances
+    than a join per row would, and a listing updated by its re-fetch is the same for all."""
+    rows = list(
+        Outbox.objects.filter(id__in=ids, claimed_by=holder)
+        .select_related("watch")
+        # What a cycle never reads: converting these (datetimes above all) cost more than
+        # the rest of the row.
+        .defer(*_UNREAD_FIELDS)
+        .order_by("id")
+    )
+    listings = Listing.objects.in_bulk({row.watch.listing_id for row in rows})
+    devices = Device.objects.in_bulk({row.device_id for row in rows})
+    for row in rows:
+        row.watch.listing = listings[row.watch.listing_id]
+        row.device = devices[row.device_id]
+    return rows
 
 
 def _guard(row: Outbox) -> Reason | None:
@@ -396,12 +426,36 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
 def _deliver_all(
     items: list[tuple[Outbox, Message]],
 ) -> list[tuple[Outbox, DeliveryError | None]]:
-    """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU."""
+    """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
+    At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
+    (cheaper than a future per message, and a slow answer holds up only its own thread).
+    The threads never touch the database."""
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
         return [(row, _deliver_one(row, message)) for row, message in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox-deliver") as pool:
-        errors = list(pool.map(lambda item: _deliver_one(*item), items))
+    # A message whose thread died before it finished counts as not delivered: retried.
+    unfinished = DeliveryError(DeliveryKind.NETWORK, "the delivery thread stopped early")
+    errors: list[DeliveryError | None] = [unfinished] * len(items)
+    queue = iter(enumerate(items))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            index, (row, message) = item
+            errors[index] = _deliver_one(row, message)
+
+    threads = [
+        threading.Thread(target=work, name=f"outbox-deliver-{n}", daemon=True)
+        for n in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return list(zip((row for row, _ in items), errors, strict=True))
 
 
@@ -432,11 +486,12 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
             events = {i: EventInfo(outcomes[i].detail, outcomes[i].data) for i in ids}
             common = {"claimed_by": "", "detail": ""}
             per_row: dict[str, dict[int, object]] = {"detail": {i: outcomes[i].detail for i in ids}}
+            increment: list[str] = []
             if to == Status.SENT:
                 common["sent_at"] = now
                 per_row["sent_message"] = {i: outcomes[i].message.as_json() for i in ids}
             elif to == Status.RETRY:
-                per_row["retry_count"] = {i: by_row[i].retry_count + 1 for i in ids}
+                increment.append("retry_count")
                 per_row["next_attempt_at"] = {
                     i: now + backoff(by_row[i].retry_count, outcomes[i].retry_after) for i in ids
                 }
@@ -446,8 +501,10 @@ def _record(cycle: _Cycle, rows: list[Outbox], outcomes: dict[int, _Outcome]) ->
                 reason=reason,
                 expect=[Status.SENDING],
                 holder=cycle.holder,
+                attempts={i: by_row[i].attempts for i in ids},
                 set_fields=common,
                 per_row=per_row,
+                increment=increment,
                 events=events,
                 actor=cycle.holder,
                 now=now,

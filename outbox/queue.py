@@ -5,7 +5,8 @@ with the same literals, and Django passes `status IN (%s, %s)` as parameters; it
 prefers the wider (status, reason, updated_at) index when it has no statistics. So on SQLite
 these reads are written out with literal statuses and `INDEXED BY`, and the due rows are read
 in index order, stopping at the limit, however many terminal rows or not-yet-due retries the
-table holds. PostgreSQL gets the ORM query with `FOR UPDATE SKIP LOCKED` (Django binds
+table holds (~80x faster than a sort behind 60,000 waiting retries: bench_queue_scale.py).
+PostgreSQL gets the ORM query with `FOR UPDATE SKIP LOCKED` (Django binds
 parameters client-side, so its planner sees the literals and picks the partial index).
 """
 
@@ -31,22 +32,23 @@ def _literal_statuses(statuses) -> str:
     return ", ".join(f"'{Status(s).value}'" for s in statuses)
 
 
-def select_due(now: dt.datetime, limit: int) -> list[tuple[int, int]]:
-    """(id, attempts) of up to `limit` due rows, oldest first. Call inside the claim's
+def select_due(now: dt.datetime, limit: int) -> list[int]:
+    """The ids of up to `limit` due rows, oldest first. Call inside the claim's
     transaction: on PostgreSQL the rows stay locked (others skip them) until it ends."""
     if connection.vendor == "sqlite":
-        return _sqlite(
-            f"SELECT id, attempts FROM {_TABLE} INDEXED BY outbox_due "  # noqa: S608
+        rows = _sqlite(
+            f"SELECT id FROM {_TABLE} INDEXED BY outbox_due "  # noqa: S608
             f"WHERE status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s "
             "ORDER BY next_attempt_at, id LIMIT %s",
             [connection.ops.adapt_datetimefield_value(now), limit],
         )
+        return [row_id for (row_id,) in rows]
     due = (
         Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
         .order_by("next_attempt_at", "id")
         .select_for_update(skip_locked=True)
     )
-    return list(due.values_list("id", "attempts")[:limit])
+    return list(due.values_list("id", flat=True)[:limit])
 
 
 def select_expired(cutoff: dt.datetime) -> list[tuple[int, int, str]]:

@@ -1,9 +1,15 @@
 """The outbox state machine: every status change goes through `transition`.
 
 A transition is one conditional UPDATE (`WHERE id IN (…) AND status IN (allowed-from)
-[AND claimed_by = holder]`) whose RETURNING rows say who won, plus one OutboxEvent per won row,
-in the same transaction. A dispatcher whose lease expired has lost its `claimed_by`, so it can
-never record an outcome over the dispatcher that took the row over.
+[AND claimed_by = holder AND attempts = n]`) whose RETURNING rows say who won, plus one
+OutboxEvent per won row, in the same transaction.
+
+The fence of a claim is the pair (`claimed_by`, `attempts`): every claim writes a new holder
+token and increments the row's attempt number, and a dispatcher records an outcome only while
+the row still carries both values it claimed with. A dispatcher whose lease expired can
+therefore never record over the one that took the row over — not even when the same holder
+token claims the row again (a caller passing its own `holder` to every cycle), because that
+later claim carries a higher attempt number.
 """
 
 from __future__ import annotations
@@ -67,17 +73,22 @@ def transition(
     reason: Reason | str = "",
     expect: Iterable[Status] | None = None,
     holder: str | None = None,
+    attempts: Mapping[int, int] | None = None,
     set_fields: Mapping[str, Any] | None = None,
     per_row: Mapping[str, Mapping[int, Any]] | None = None,
+    increment: Iterable[str] = (),
     events: Mapping[int, EventInfo] | None = None,
     detail: str = "",
     actor: str = "",
     now: dt.datetime | None = None,
 ) -> list[int]:
     """Move the rows `ids` that are still in one of `expect` (default: every status allowed to
-    reach `to`) — and, with `holder`, still claimed by it — to `to`. Returns the ids that moved.
+    reach `to`) — and, with `holder`, still claimed by it; with `attempts`, still at the
+    attempt number `attempts[id]` (a row missing from it never moves) — to `to`. Returns the
+    ids that moved.
 
-    `set_fields` are written to every moved row; `per_row[field][id]` only to that row.
+    `set_fields` are written to every moved row; `per_row[field][id]` only to that row;
+    each field named in `increment` goes up by one in the database (`attempts = attempts + 1`).
     `status`, `reason`, `detail` and `updated_at` are always written.
     """
     expect_set = check_allowed(to, expect if expect is not None else ALLOWED[Status(to)])
@@ -96,7 +107,9 @@ def transition(
     with transaction.atomic():
         for start in range(0, len(ids), _CHUNK):
             chunk = list(ids[start : start + _CHUNK])
-            won.extend(_update_returning(chunk, common, per_row, expect_set, holder))
+            won.extend(
+                _update_returning(chunk, common, per_row, increment, expect_set, holder, attempts)
+            )
         if won:
             _write_events(won, to, str(reason), detail, events or {}, actor, now)
     return [row_id for row_id, _ in won]
@@ -123,8 +136,10 @@ def _update_returning(
     ids: list[int],
     common: Mapping[str, Any],
     per_row: Mapping[str, Mapping[int, Any]],
+    increment: Iterable[str],
     expect: frozenset[Status],
     holder: str | None,
+    attempts: Mapping[int, int] | None,
 ) -> list[tuple[int, str]]:
     assignments: list[str] = []
     params: list[Any] = []
@@ -134,8 +149,18 @@ def _update_returning(
         field, column = _column(name)
         assignments.append(f"{column} = %s")
         params.append(field.get_db_prep_save(value, connection))
+    for name in increment:
+        _, column = _column(name)
+        assignments.append(f"{column} = {column} + 1")
     for name, values in per_row.items():
         field, column = _column(name)
+        given = [values[row_id] for row_id in ids if row_id in values]
+        if len(given) == len(ids) and all(value == given[0] for value in given):
+            # One value for every row of the chunk (every `detail` of a sent batch is ""):
+            # a plain assignment instead of a CASE over the ids.
+            assignments.append(f"{column} = %s")
+            params.append(field.get_db_prep_save(given[0], connection))
+            continue
         cases = []
         for row_id in ids:
             if row_id in values:
@@ -157,6 +182,15 @@ def _update_returning(
     if holder is not None:
         where.append("claimed_by = %s")
         params.append(holder)
+    if attempts is not None:
+        # The attempt number each row was claimed with; a row without one matches nothing.
+        fenced = [row_id for row_id in ids if row_id in attempts]
+        if not fenced:
+            return []
+        _, column = _column("attempts")
+        where.append(f"{column} = CASE id {' '.join(['WHEN %s THEN %s'] * len(fenced))} END")
+        for row_id in fenced:
+            params.extend([row_id, attempts[row_id]])
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
     assignments.insert(0, "previous_status = status")

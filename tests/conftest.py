@@ -10,6 +10,16 @@ from tests.fakes.channel import RecordingChannel
 from tests.fakes.push_service import FakePushService
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--reliability-full",
+        action="store_true",
+        default=False,
+        help="run the reliability suite at full size (also: RELIABILITY_FULL=1); "
+        "without it, `-m reliability` tests run a small version in a few seconds",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     from django.conf import settings
 

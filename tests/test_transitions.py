@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.models import OutboxEvent, Reason, Status
+from outbox.models import Outbox, OutboxEvent, Reason, Status
 from outbox.transitions import ALLOWED, TransitionNotAllowed, transition, transition_one
 from tests.factories import WatchFactory
 from tests.outbox_helpers import enqueue_for
@@ -77,3 +77,21 @@ def test_per_row_values_reach_only_their_row():
     a.refresh_from_db()
     b.refresh_from_db()
     assert (a.attempts, b.attempts) == (5, 7)
+
+
+def test_increment_adds_one_to_each_rows_own_value():
+    a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
+    Outbox.objects.filter(pk=b.pk).update(attempts=4)
+    transition([a.pk, b.pk], to=Status.SENDING, reason=Reason.CLAIMED, increment=["attempts"])
+    assert dict(Outbox.objects.values_list("pk", "attempts")) == {a.pk: 1, b.pk: 5}
+
+
+def test_one_per_row_value_shared_by_every_row_reaches_each():
+    a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
+    transition(
+        [a.pk, b.pk],
+        to=Status.DROPPED,
+        reason=Reason.MANUAL,
+        per_row={"detail": {a.pk: "same", b.pk: "same"}},
+    )
+    assert set(Outbox.objects.values_list("detail", flat=True)) == {"same"}

@@ -230,8 +230,18 @@ POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
 DEMO_TICK = env_bool("DEMO_TICK", DEBUG)
 DEMO_TICK_MINUTES = env_int("DEMO_TICK_MINUTES", 1, minimum=1)
 
-# --- django-q2 ----------------------------------------------------------------------------
+# --- django-q2 and the cache --------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# Throttles (the test-notification cooldown) must be shared by every web process: on Redis
+# when there is one, else in the process (fine for the single process of `make run`).
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "yasugoro",
+        }
+    }
 Q_CLUSTER = {
     "name": "yasugoro",
     "workers": env_int("Q_WORKERS", 2, minimum=1),

@@ -34,3 +34,6 @@ RAKUTEN_READ_TIMEOUT = 0.3
 RAKUTEN_RATE_PER_SECOND = 1000.0
 # Never scheduled by the test database's migrate, whatever DEBUG says.
 DEMO_TICK = False
+# Tests clear the cache around every test: it must never be a shared Redis (REDIS_URL may be
+# set for the django-q2 broker of a test's qcluster processes).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

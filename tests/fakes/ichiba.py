@@ -15,17 +15,26 @@ misbehaves on demand per item code (`behave[code] = "…"`):
     not_found       404 {"error": "not_found"}
     wrong_parameter 400 {"error": "wrong_parameter"}
 
+With `fail_at_random(rate, seed)` it also misbehaves at random, whatever the item: `rate` of
+the requests get one of FAULTS — 429 with a Retry-After, 500, a stall past the read timeout, a
+connection reset, or a malformed body.
+
 Every request is recorded (`requests`) so tests can see what was asked, and how often.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import socket
+import struct
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 APP_ID = "test-app-id"
+FAULTS = ("rate_limited", "server", "stall", "reset", "malformed")
 
 
 def ichiba_item(code: str, *, price: int = 1000, available: bool = True, **overrides) -> dict:
@@ -59,6 +68,12 @@ def ichiba_item(code: str, *, price: int = 1000, available: bool = True, **overr
     }
 
 
+class _Server(ThreadingHTTPServer):
+    # Several dispatcher processes with a pool of connections each: the default backlog of 5
+    # would drop connections before the server ever sees them.
+    request_queue_size = 256
+
+
 class FakeIchiba:
     def __init__(self) -> None:
         self.items: dict[str, dict] = {}
@@ -66,6 +81,9 @@ class FakeIchiba:
         self.retry_after = "120"
         self.stall_seconds = 5.0
         self.requests: list[dict[str, str]] = []
+        self.fault_rate = 0.0
+        self.faults: Counter[str] = Counter()
+        self._random = random.Random(0)
         self._release = threading.Event()
         self._lock = threading.Lock()
         fake = self
@@ -75,6 +93,16 @@ class FakeIchiba:
                 query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
                 with fake._lock:
                     fake.requests.append(query)
+                    fault = fake._pick_fault()
+                if fault == "reset":
+                    # SO_LINGER 0: the client gets an RST instead of an answer.
+                    linger = struct.pack("ii", 1, 0)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                if fault:
+                    query = {**query, "_fault": fault}
                 status, headers, body = fake.answer(query)
                 if status is None:
                     return
@@ -88,7 +116,7 @@ class FakeIchiba:
             def log_message(self, *args) -> None:  # quiet test output
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/api/IchibaItem/Search/20220601"
         self._thread = threading.Thread(
@@ -104,6 +132,19 @@ class FakeIchiba:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(timeout=5)
+
+    def fail_at_random(self, rate: float, seed: int, *, retry_after: str = "1") -> None:
+        """From now on, fail `rate` of the requests, each with one of FAULTS at random."""
+        with self._lock:
+            self.fault_rate, self._random = rate, random.Random(seed)
+            self.retry_after = retry_after
+
+    def _pick_fault(self) -> str:
+        if not self.fault_rate or self._random.random() >= self.fault_rate:
+            return ""
+        fault = self._random.choice(FAULTS)
+        self.faults[fault] += 1
+        return fault
 
     def add(self, code: str, **kwargs) -> dict:
         self.items[code] = ichiba_item(code, **kwargs)
@@ -121,7 +162,7 @@ class FakeIchiba:
         if query.get("formatVersion") != "2":
             return _json(400, {"error": "wrong_parameter", "error_description": "formatVersion"})
         code = query.get("itemCode", "")
-        behaviour = self.behave.get(code, "")
+        behaviour = query.get("_fault") or self.behave.get(code, "")
         if behaviour == "rate_limited":
             status, headers, body = _json(
                 429,

@@ -9,16 +9,25 @@ For every POST to one of its subscriptions it
 - records TTL, Urgency, Topic, the plaintext and the verdicts;
 and answers 201 — or what the test scripted: any status with body and headers, after an
 optional delay (a stall past the client's timeout), or after calling a hook.
+
+It can also misbehave at random (`fail_at_random(rate, seed)`), as a push service under load
+does: 429 with Retry-After, 500, a stall past the client's timeout, a connection reset, or a
+malformed (non-HTTP) answer. Only a 2xx answer really sent counts as a delivery
+(`accepted()`); it also counts requests in flight, so a test can see how parallel the client is.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import random
+import socket
+import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,12 +97,30 @@ class Received:
     vapid_claims: dict[str, Any] | None
     vapid_key: str | None
     vapid_error: str | None
-    answered: int
+    answered: int  # the status sent back; 0 when no HTTP answer was (a fault)
+    fault: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return 200 <= self.answered < 300
+
+    @property
+    def tag(self) -> str | None:
+        return self.payload.get("tag") if self.plaintext is not None else None
 
     @property
     def payload(self) -> dict[str, Any]:
         assert self.plaintext is not None, self.decrypt_error
         return json.loads(self.plaintext)
+
+
+FAULTS = ("rate_limited", "server", "stall", "reset", "malformed")
+
+
+class _Server(ThreadingHTTPServer):
+    # Several dispatcher processes with a pool of connections each: the default backlog of 5
+    # would drop connections before the server ever sees them.
+    request_queue_size = 256
 
 
 class FakePushService:
@@ -103,7 +130,16 @@ class FakePushService:
         self.received: list[Received] = []
         self.answers: deque[Answer] = deque()
         self.lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        # Every answer waits this long (a slow service), unless scripted otherwise.
+        self.delay = 0.0
+        # Random faults: the share of requests that fail, and how long a stall lasts.
+        self.fault_rate = 0.0
+        self.stall_seconds = 2.0
+        self._random = random.Random(0)
+        self.faults: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         # A stalled handler must not hold up shutdown at the end of the test.
         self._server.block_on_close = False
@@ -142,6 +178,20 @@ class FakePushService:
         with self.lock:
             self.answers.append(Answer(status, body, headers or {}, delay, before))
 
+    def fail_at_random(self, rate: float, seed: int, *, stall_seconds: float = 2.0) -> None:
+        """From now on, fail `rate` of the requests, each with one of FAULTS at random."""
+        with self.lock:
+            self.fault_rate, self._random = rate, random.Random(seed)
+            self.stall_seconds = stall_seconds
+
+    def accepted(self) -> list[Received]:
+        """The requests answered 2xx: what the service took on to deliver."""
+        with self.lock:
+            return [r for r in self.received if r.accepted]
+
+    def deliveries_by_tag(self) -> Counter[str]:
+        return Counter(r.tag for r in self.accepted())
+
     # --- the server side ------------------------------------------------------------------
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -159,12 +209,34 @@ class FakePushService:
         return Handler
 
     def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._answer(request)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _answer(self, request: BaseHTTPRequestHandler) -> None:
         body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
         headers = {name.lower(): value for name, value in request.headers.items()}
         sub_id = request.path.rsplit("/", 1)[-1]
         with self.lock:
             subscriber = self.subscribers.get(sub_id)
-            answer = self.answers.popleft() if self.answers else Answer()
+            answer = self.answers.popleft() if self.answers else Answer(delay=self.delay)
+            fault = ""
+            if self.fault_rate and self._random.random() < self.fault_rate:
+                fault = self._random.choice(FAULTS)
+                self.faults[fault] += 1
+                retry_after = str(self._random.randint(1, 120))
+        if fault == "rate_limited":
+            answer = Answer(429, "slow down", {"Retry-After": retry_after})
+        elif fault == "server":
+            answer = Answer(500, "internal error")
+        elif fault:
+            self._misbehave(request, fault, headers, sub_id)
+            return
         if subscriber is None:
             answer = Answer(404, "no such subscription")
         plaintext, decrypt_error = self._decrypt(subscriber, headers, body)
@@ -203,6 +275,38 @@ class FakePushService:
             request.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting (the stall test)
+
+    def _misbehave(
+        self, request: BaseHTTPRequestHandler, fault: str, headers: dict[str, str], sub_id: str
+    ) -> None:
+        """No HTTP answer at all: nothing was taken on (`answered` 0)."""
+        record = Received(
+            subscriber_id=sub_id,
+            headers=headers,
+            ttl=None,
+            urgency=headers.get("urgency"),
+            topic=headers.get("topic"),
+            plaintext=None,
+            decrypt_error="not read: the service misbehaved",
+            vapid_claims=None,
+            vapid_key=None,
+            vapid_error=None,
+            answered=0,
+            fault=fault,
+        )
+        with self.lock:
+            self.received.append(record)
+        request.close_connection = True
+        if fault == "stall":
+            time.sleep(self.stall_seconds)
+            return
+        if fault == "malformed":
+            with contextlib.suppress(OSError):
+                request.wfile.write(b"\x00\x13garbage, not HTTP\r\n\r\n")
+            return
+        # reset: close with SO_LINGER 0, so the client gets an RST instead of an answer.
+        request.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        request.connection.close()
 
     def _decrypt(
         self, subscriber: Subscriber | None, headers: dict[str, str], body: bytes
