@@ -383,15 +383,7 @@ def _remember_observations(fresh: list[tuple[Listing, FetchResult]], now: dt.dat
     changed: list[Listing] = []
     for listing, result in fresh:
         if isinstance(result, Observation):
-            points.append(
-                PricePoint(
-                    listing=listing,
-                    observed_at=result.observed_at,
-                    price=result.price,
-                    shipping=result.shipping,
-                    in_stock=result.in_stock,
-                )
-            )
+            points.append(PricePoint.from_observation(listing, result))
             listing.price, listing.shipping, listing.in_stock = (
                 result.price,
                 result.shipping,

@@ -20,6 +20,10 @@ def pytest_addoption(parser):
     )
 
 
+# The `browser` fixture of the browser tests.
+pytest_plugins = ["tests.browser"]
+
+
 def pytest_collection_modifyitems(config, items):
     from django.conf import settings
 

@@ -5,41 +5,17 @@ live server, logged in through the admin's login form. Screenshots go to `test-a
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from outbox.models import Reason, Status
+from tests.browser import ARTIFACTS, BROWSER_MARKS
 from tests.factories import DispatchRunFactory, OutboxEventFactory, OutboxFactory, WatchFactory
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="needs Debian's chromium at /usr/bin/chromium (make browser installs it)",
-    ),
-]
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls made here (fixtures,
-# seeding) are still plain synchronous code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+pytestmark = BROWSER_MARKS
 
 MIX = [
     (Status.SENT, Reason.DELIVERED, 60),
@@ -112,24 +88,15 @@ def seed_a_month() -> None:
 
 
 @pytest.fixture
-def browser_page(live_server, transactional_db):
-    from playwright.sync_api import sync_playwright
-
+def browser_page(browser, live_server):
     User.objects.create_superuser("ops", "ops@example.test", "correct horse battery")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
-            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-            page.fill("#id_username", "ops")
-            page.fill("#id_password", "correct horse battery")
-            page.click("input[type=submit]")
-            page.wait_for_url(f"{live_server.url}/admin/")
-            yield page
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "correct horse battery")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+    return page
 
 
 def test_overview_screenshot(browser_page, live_server):

@@ -8,58 +8,21 @@ the listing page (phone and desktop) go to test-artifacts/ (git-ignored)."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 from django.utils import timezone
 
 from outbox.enqueue import enqueue
 from outbox.models import Outbox, Reason, Status
+from tests.browser import ARTIFACTS, BROWSER_MARKS
 from tests.factories import ListingFactory
 from watches.history import refresh_stats
 from watches.models import PricePoint, Watch
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 NAME = "スコッティ フラワーパック トイレットペーパー 12ロール ダブル"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not at /usr/bin/chromium (`make browser` installs it)",
-    ),
-]
-
-
-@pytest.fixture
-def browser(monkeypatch, transactional_db):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API runs an event loop in this thread; Django would otherwise refuse
-    # database calls from it (the test reads and writes rows between page actions).
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-            # Django keeps connections per context, and inside sync_playwright() the test's
-            # own queries get a connection of their own, which nothing else closes: close it,
-            # or PostgreSQL refuses to drop the test database ("accessed by other users").
-            connections.close_all()
+pytestmark = BROWSER_MARKS
 
 
 def new_page(browser, width: int, height: int, locale: str = "en-US"):

@@ -7,28 +7,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+from tests.browser import ARTIFACTS, BROWSER_MARKS
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="Debian's chromium is not at /usr/bin/chromium (`make browser` installs it)",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 # Counts what would prompt the person, without prompting: the page's own functions are
 # replaced before any of its scripts run.
@@ -54,22 +38,6 @@ WORKER_READY = """async () => {
   const worker = registration.active || registration.waiting || registration.installing;
   return {scope: registration.scope, script: worker.scriptURL};
 }"""
-
-
-@pytest.fixture
-def browser(monkeypatch, transactional_db):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API runs an event loop in this thread; Django would otherwise refuse
-    # database calls from it. Scoped to this test by monkeypatch.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

@@ -121,7 +121,8 @@ def _raw_insert_sql(on_conflict: bool) -> str:
     suffix = " ON CONFLICT DO NOTHING" if on_conflict else ""
     return (
         'INSERT INTO outbox_outbox (watch_id, device_id, channel, "trigger", status,'
-        " previous_status, reason, detail, detected_at, detected_payload, retry_count, attempts, next_attempt_at,"
+        " previous_status, reason, detail, detected_at, detected_payload, retry_count, attempts,"
+        " next_attempt_at,"
         " claimed_by, created_at, updated_at) VALUES (%s, %s, 'console', 'target_price', 'pending',"
         " '', '', '', %s, '{}', 0, 0, %s, '', %s, %s)" + suffix
     )

@@ -31,8 +31,13 @@ def _history(listing, prices: list[int | None], days: int = 60) -> None:
     """One point a day, ending yesterday; None is out of stock."""
     start = NOW - dt.timedelta(days=len(prices))
     PricePoint.objects.bulk_create(
-        PricePoint(listing=listing, observed_at=start + dt.timedelta(days=i), price=p or listing.price,
-                   shipping=0, in_stock=p is not None)
+        PricePoint(
+            listing=listing,
+            observed_at=start + dt.timedelta(days=i),
+            price=p or listing.price,
+            shipping=0,
+            in_stock=p is not None,
+        )
         for i, p in enumerate(prices)
     )
     refresh_stats([listing.pk], NOW)
@@ -51,9 +56,15 @@ def test_search_finds_a_listing_by_its_japanese_name(client):
 def test_search_folds_full_width_and_half_width_text(client):
     ListingFactory(name="サントリー BOSS 無糖ブラック")
     ListingFactory(name="キーコーヒー ドリップオン")
-    assert [x.name for x in client.get("/", {"q": "ＢＯＳＳ"}).context["page"]] == ["サントリー BOSS 無糖ブラック"]
-    assert [x.name for x in client.get("/", {"q": "ｺｰﾋｰ"}).context["page"]] == ["キーコーヒー ドリップオン"]
-    assert [x.name for x in client.get("/", {"q": "boss 無糖"}).context["page"]] == ["サントリー BOSS 無糖ブラック"]
+    assert [x.name for x in client.get("/", {"q": "ＢＯＳＳ"}).context["page"]] == [
+        "サントリー BOSS 無糖ブラック"
+    ]
+    assert [x.name for x in client.get("/", {"q": "ｺｰﾋｰ"}).context["page"]] == [
+        "キーコーヒー ドリップオン"
+    ]
+    assert [x.name for x in client.get("/", {"q": "boss 無糖"}).context["page"]] == [
+        "サントリー BOSS 無糖ブラック"
+    ]
 
 
 def test_browse_by_category(client):
@@ -106,7 +117,9 @@ def test_unknown_listing_is_404(client):
 
 def test_home_query_count_does_not_grow_with_rows(client, django_assert_max_num_queries):
     for listing in ListingFactory.create_batch(50, price=700):
-        PricePoint.objects.create(listing=listing, observed_at=NOW, price=700, shipping=0, in_stock=True)
+        PricePoint.objects.create(
+            listing=listing, observed_at=NOW, price=700, shipping=0, in_stock=True
+        )
     refresh_stats([], NOW)
     with django_assert_max_num_queries(6):
         assert client.get("/").status_code == 200

@@ -2,8 +2,6 @@
 90 days of plausible price history, so a fresh `make run` has something to watch, and a market
 that keeps moving (`tick`: sales, stock-outs, recoveries) so the outbox has something to do."""
 
-# ruff: noqa: E501 -- the catalogue is a table, one product a line.
-
 from __future__ import annotations
 
 import datetime as dt

@@ -140,6 +140,17 @@ class PricePoint(models.Model):
     def effective_price(self) -> int | None:
         return effective_price(self.price, self.shipping)
 
+    @classmethod
+    def from_observation(cls, listing: Listing, observation) -> PricePoint:
+        """The history row of a marketplace observation (watches.marketplaces.base)."""
+        return cls(
+            listing=listing,
+            observed_at=observation.observed_at,
+            price=observation.price,
+            shipping=observation.shipping,
+            in_stock=observation.in_stock,
+        )
+
 
 class Device(models.Model):
     """An anonymous person: their browser is their identity. Only a hash of the token that

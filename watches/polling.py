@@ -165,15 +165,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
             if p.observed_at < observation.observed_at
         ]
         if _worth_writing(observation, previous):
-            new_points.append(
-                PricePoint(
-                    listing=listing,
-                    observed_at=observation.observed_at,
-                    price=observation.price,
-                    shipping=observation.shipping,
-                    in_stock=observation.in_stock,
-                )
-            )
+            new_points.append(PricePoint.from_observation(listing, observation))
         seen.append(listing)
         if _remember(listing, observation):
             described.append(listing)

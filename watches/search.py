@@ -23,7 +23,9 @@ def normalise(text: str) -> str:
 
 def with_effective_price(queryset: QuerySet[Listing]) -> QuerySet[Listing]:
     return queryset.annotate(
-        eff=ExpressionWrapper(F("price") + Coalesce(F("shipping"), Value(0)), output_field=IntegerField())
+        eff=ExpressionWrapper(
+            F("price") + Coalesce(F("shipping"), Value(0)), output_field=IntegerField()
+        )
     )
 
 
@@ -47,7 +49,8 @@ def cheap_now(limit: int = 10) -> QuerySet[Listing]:
         .filter(eff__lte=F("low_90") * NEAR_LOW)
         .annotate(
             drop=ExpressionWrapper(
-                (F("eff") - F("typical_price")) * 1.0 / F("typical_price"), output_field=FloatField()
+                (F("eff") - F("typical_price")) * 1.0 / F("typical_price"),
+                output_field=FloatField(),
             )
         )
         .filter(drop__lt=0)

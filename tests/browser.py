@@ -1,0 +1,50 @@
+"""Shared set-up of the browser tests: Debian's chromium driven by Playwright (never a
+browser Playwright downloads), skipped with a reason where chromium is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+CHROMIUM = Path("/usr/bin/chromium")
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+# `pytestmark = BROWSER_MARKS` in a browser test module.
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian's chromium is not at /usr/bin/chromium (`make browser` installs it)",
+    ),
+]
+
+
+@pytest.fixture
+def browser(monkeypatch, transactional_db):
+    """A headless chromium for one test, against pytest-django's live server."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API runs an event loop in this thread; Django would otherwise refuse
+    # database calls from it (tests read and write rows between page actions).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+            # Inside sync_playwright() the test's own queries get a connection of their own,
+            # which nothing else closes: close it, or PostgreSQL refuses to drop the test
+            # database ("accessed by other users").
+            connections.close_all()
