@@ -375,3 +375,13 @@ def test_staff_without_outbox_permission_gets_no_overview(client):
     client.force_login(clerk)
     assert client.get("/admin/outbox/outbox/overview/").status_code == 403
     assert "Outbox overview" not in client.get("/admin/").content.decode()
+
+
+def test_device_admin_hides_the_transfer_hash_and_edits_no_identity(admin_client):
+    device = DeviceFactory(transfer_token_hash="f" * 64, transfer_expires_at=timezone.now())
+    response = admin_client.get(f"/admin/watches/device/{device.pk}/change/")
+    assert response.status_code == 200
+    form_fields = set(response.context["adminform"].form.fields)
+    assert "transfer_token_hash" not in form_fields
+    assert {"token_hash", "transfer_expires_at", "push_endpoint"}.isdisjoint(form_fields)
+    assert "f" * 64 not in response.content.decode()

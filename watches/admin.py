@@ -179,12 +179,15 @@ class DeviceAdmin(admin.ModelAdmin):
     )
     list_filter = ("channel", SubscriptionFilter, "language")
     search_fields = ("^token_hash",)
-    # The token hash is an identity: shown, never editable.
+    # The token hash is an identity: shown, never editable. A pending transfer link is the
+    # device's business alone: its hash is not shown, its expiry cannot be edited.
+    exclude = ("transfer_token_hash",)
     readonly_fields = (
         "token_hash",
         "push_endpoint",
         "push_p256dh",
         "push_auth",
+        "transfer_expires_at",
         "created_at",
         "last_seen_at",
     )
