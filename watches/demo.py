@@ -243,9 +243,12 @@ def _step(product: DemoProduct, list_price: int, rng: random.Random) -> Move | N
     return Move(product.item_code, "wobble", old, new, True)
 
 
-def _history(item: DemoItem, now: dt.datetime) -> list[tuple[dt.datetime, int, bool]]:
+def _history(
+    item: DemoItem, now: dt.datetime, *, on_sale: bool = False
+) -> list[tuple[dt.datetime, int, bool]]:
     """90 days of a plausible price: small wobbles, a sale now and then, rare stock-outs.
-    Deterministic per item, so seeding twice writes the same history."""
+    Deterministic per item, so seeding twice writes the same history. `on_sale` ends it with
+    a day at the 90-day low, so a fresh demo has something "cheap right now"."""
     rng = random.Random(hashlib.sha256(item.code.encode()).digest())
     points = []
     price = item.price
@@ -262,6 +265,11 @@ def _history(item: DemoItem, now: dt.datetime) -> list[tuple[dt.datetime, int, b
             price = max(1, round(price * rng.uniform(0.985, 1.015)))
         in_stock = rng.random() > 0.02
         points.append((at, price, in_stock))
+    if on_sale:
+        low = min(price for _, price, ok in points if ok)
+        points[-3:] = [(at, low, True) for at, _, _ in points[-3:]]
+    # The current price and stock are where the history ends.
+    points[-1] = (points[-1][0], points[-1][1], True)
     return points
 
 
@@ -271,13 +279,14 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     notifications go to the console. Idempotent: running it again adds nothing."""
     now = now or timezone.now()
     created = {"products": 0, "listings": 0, "price_points": 0, "watches": 0}
-    for item in CATALOGUE:
+    for index, item in enumerate(CATALOGUE):
+        history = _history(item, now, on_sale=index % 4 == 0)
         product, made = DemoProduct.objects.get_or_create(
             item_code=item.code,
             defaults={
                 "name": item.name,
                 "category": item.category,
-                "price": item.price,
+                "price": history[-1][1],
                 "shipping": item.shipping,
                 "units_per_pack": item.units,
                 "unit_label": item.unit_label,
@@ -301,7 +310,6 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
         )
         created["listings"] += made
         if not listing.price_points.exists():
-            history = _history(item, now)
             PricePoint.objects.bulk_create(
                 PricePoint(
                     listing=listing,
