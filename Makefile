@@ -54,7 +54,7 @@ format: $(VENV)/.installed
 
 # Debian's chromium for the browser tests (they skip with a reason where it is missing).
 browser:
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium fonts-noto-cjk)
 
 # Every benchmark prints our figure, a baseline measured in the same run, and the ratio.
 # The pages benchmark drives Debian's `wrk`, installed here when missing.
