@@ -1,4 +1,4 @@
-"""Queue scale: the dispatcher's due-row read (`outbox.dispatch._due`, the SELECT of
+"""Queue scale: the dispatcher's due-row read (`outbox.queue.select_due`, the SELECT of
 `claim_due`: status IN (pending, retry) AND next_attempt_at <= now ORDER BY next_attempt_at,
 id LIMIT 500) with 1,000 due rows and 1,000 not-yet-due retries, when 10,000 and then
 1,000,000 terminal rows (sent, failed, dropped) sit in the same table — and then with a
@@ -31,9 +31,9 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from outbox.dispatch import _due
 from outbox.enqueue import _COLUMNS, Detection, enqueue_many
 from outbox.models import DUE_STATUSES, Outbox
+from outbox.queue import select_due
 from watches.models import Channel, Device, Listing, Trigger, Watch
 
 
@@ -97,7 +97,7 @@ def timed_ms(read, repeat: int = REPEAT) -> float:
 
 
 def ours_ms(now: dt.datetime) -> float:
-    return timed_ms(lambda: _due(settings.OUTBOX_BATCH_SIZE, now))
+    return timed_ms(lambda: select_due(now, settings.OUTBOX_BATCH_SIZE))
 
 
 def orm_ms(now: dt.datetime) -> float:
