@@ -45,11 +45,28 @@ def build_message(
     language: str = "ja",
 ) -> Message:
     price = fresh.effective_price
+    # The compared value is a unit price only when the watch asked for it and the pack size
+    # is known (watches.triggers.compared_value).
+    per_unit_value = (
+        judgement.value
+        if watch.use_unit_price and listing.units_per_pack and judgement.value is not None
+        else None
+    )
     with translation.override(language):
         name = listing.name or fresh.name or listing.item_code
         title = name if len(name) <= _TITLE_LIMIT else name[: _TITLE_LIMIT - 1] + "…"
         if watch.trigger == Trigger.BACK_IN_STOCK:
             body = _("Back in stock at %(price)s.") % {"price": yen(price)}
+        elif watch.trigger == Trigger.TARGET_PRICE and per_unit_value is not None:
+            # The target is per unit: say the unit price first, so the two numbers compare.
+            body = _(
+                "Now %(unit)s per %(label)s (%(price)s a pack) — at or below your %(target)s."
+            ) % {
+                "unit": f"¥{per_unit_value:,.2f}",
+                "label": unit_name(listing.unit_label),
+                "price": yen(price),
+                "target": yen(watch.target_price),
+            }
         elif watch.trigger == Trigger.TARGET_PRICE:
             body = _("Now %(price)s — at or below your %(target)s.") % {
                 "price": yen(price),
@@ -63,9 +80,9 @@ def build_message(
             }
         else:
             body = _("Now %(price)s — the lowest in 90 days.") % {"price": yen(price)}
-        if watch.use_unit_price and listing.units_per_pack and judgement.value is not None:
+        if per_unit_value is not None and watch.trigger != Trigger.TARGET_PRICE:
             body += " " + _("(%(unit)s per %(label)s)") % {
-                "unit": f"¥{judgement.value:,.2f}",
+                "unit": f"¥{per_unit_value:,.2f}",
                 "label": unit_name(listing.unit_label),
             }
     return Message(

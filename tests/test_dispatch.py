@@ -543,3 +543,16 @@ def test_nothing_due_does_nothing(recording_channel):
         "failed": 0,
         "recovered": 0,
     }
+
+
+def test_a_per_unit_target_is_told_in_unit_prices(recording_channel):
+    listing = ListingFactory(price=900, units_per_pack=12, unit_label="roll")
+    watch = WatchFactory(listing=listing, target_price=80, use_unit_price=True)
+    enqueue_for(watch, price=900)
+
+    run_cycle()
+
+    ((_, message),) = recording_channel.delivered
+    assert message.body == "Now ¥75.00 per roll (¥900 a pack) — at or below your ¥80."
+    watch.refresh_from_db()
+    assert watch.last_notified_price == Decimal("75.00")

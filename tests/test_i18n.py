@@ -354,8 +354,8 @@ def test_notification_texts_are_written_in_the_devices_language():
     judgement = Judgement(True, "", Decimal("65.00"), Decimal("70"))
     ja = build_message(row, watch, listing, fresh, judgement, "ja")
     en = build_message(row, watch, listing, fresh, judgement, "en")
-    assert ja.body == "現在¥780 — ご指定の¥70以下です。 （1ロールあたり¥65.00）"
-    assert en.body == "Now ¥780 — at or below your ¥70. (¥65.00 per roll)"
+    assert ja.body == "現在1ロールあたり¥65.00（1パック¥780）— ご指定の¥70以下です。"
+    assert en.body == "Now ¥65.00 per roll (¥780 a pack) — at or below your ¥70."
 
 
 def test_dates_are_in_tokyo_and_in_the_readers_language(client):
