@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 
 import factory
@@ -138,3 +139,25 @@ class DispatchRunFactory(factory.django.DjangoModelFactory):
     started_at = factory.LazyFunction(timezone.now)
     finished_at = factory.SelfAttribute("started_at")
     holder = "test-host:1:cafe"
+
+
+def with_history(listing: Listing, prices: list[int | None], *, now) -> Listing:
+    """One price point a day ending the day before `now` (None: out of stock), then the
+    listing's typical price and 90-day low recomputed from it, as polling keeps them."""
+    from watches.history import refresh_stats
+    from watches.models import PricePoint
+
+    start = now - dt.timedelta(days=len(prices))
+    PricePoint.objects.bulk_create(
+        PricePoint(
+            listing=listing,
+            observed_at=start + dt.timedelta(days=i),
+            price=p or listing.price,
+            shipping=0,
+            in_stock=p is not None,
+        )
+        for i, p in enumerate(prices)
+    )
+    refresh_stats([listing.pk], now)
+    listing.refresh_from_db()
+    return listing

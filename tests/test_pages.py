@@ -9,7 +9,7 @@ import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.factories import ListingFactory
+from tests.factories import ListingFactory, with_history
 from watches.charts import price_chart
 from watches.history import refresh_stats
 from watches.models import PricePoint
@@ -27,21 +27,8 @@ def frozen():
         yield
 
 
-def _history(listing, prices: list[int | None], days: int = 60) -> None:
-    """One point a day, ending yesterday; None is out of stock."""
-    start = NOW - dt.timedelta(days=len(prices))
-    PricePoint.objects.bulk_create(
-        PricePoint(
-            listing=listing,
-            observed_at=start + dt.timedelta(days=i),
-            price=p or listing.price,
-            shipping=0,
-            in_stock=p is not None,
-        )
-        for i, p in enumerate(prices)
-    )
-    refresh_stats([listing.pk], NOW)
-    listing.refresh_from_db()
+def _history(listing, prices: list[int | None]) -> None:
+    with_history(listing, prices, now=NOW)
 
 
 def test_search_finds_a_listing_by_its_japanese_name(client):

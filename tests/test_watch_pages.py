@@ -18,10 +18,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from outbox.models import Reason, Status
+from tests import factories
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory, device_with_cookie
 from tests.outbox_helpers import enqueue_for
 from watches.devices import cookie_name, hash_token
-from watches.history import refresh_stats
 from watches.models import Device, PricePoint, Trigger, Watch
 
 pytestmark = pytest.mark.django_db
@@ -36,21 +36,7 @@ def frozen():
 
 
 def with_history(listing, prices: list[int | None]):
-    """One point a day ending yesterday (None: out of stock), and the listing's stats."""
-    start = NOW - dt.timedelta(days=len(prices))
-    PricePoint.objects.bulk_create(
-        PricePoint(
-            listing=listing,
-            observed_at=start + dt.timedelta(days=i),
-            price=p or listing.price,
-            shipping=0,
-            in_stock=p is not None,
-        )
-        for i, p in enumerate(prices)
-    )
-    refresh_stats([listing.pk], NOW)
-    listing.refresh_from_db()
-    return listing
+    return factories.with_history(listing, prices, now=NOW)
 
 
 @pytest.fixture
