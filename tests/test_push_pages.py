@@ -11,6 +11,7 @@ from django.contrib.messages import get_messages
 from outbox import vapid
 from outbox.models import Outbox
 from tests.factories import device_with_cookie
+from tests.fakes.push_service import subscribe
 from watches.models import Device
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +90,7 @@ def messages_of(response) -> list[str]:
 
 def test_test_notification_goes_through_the_webpush_channel(client, push_service):
     subscriber = push_service.new_subscriber()
-    client.post("/push/subscribe", subscriber.subscription_json(), content_type="application/json")
+    subscribe(client, subscriber)
 
     response = client.post("/push/test")
 
@@ -120,7 +121,7 @@ def test_test_notification_without_any_device_says_so(client):
 
 def test_test_notification_to_a_gone_subscription_switches_it_off(client, push_service):
     subscriber = push_service.new_subscriber()
-    client.post("/push/subscribe", subscriber.subscription_json(), content_type="application/json")
+    subscribe(client, subscriber)
     push_service.answer(410, "unsubscribed")
 
     response = client.post("/push/test")
@@ -131,7 +132,7 @@ def test_test_notification_to_a_gone_subscription_switches_it_off(client, push_s
 
 def test_test_notification_failure_is_explained(client, push_service):
     subscriber = push_service.new_subscriber()
-    client.post("/push/subscribe", subscriber.subscription_json(), content_type="application/json")
+    subscribe(client, subscriber)
     push_service.answer(500, "oops")
 
     response = client.post("/push/test")
@@ -142,7 +143,7 @@ def test_test_notification_failure_is_explained(client, push_service):
 
 def test_test_notification_is_rate_limited_per_device(client, push_service):
     subscriber = push_service.new_subscriber()
-    client.post("/push/subscribe", subscriber.subscription_json(), content_type="application/json")
+    subscribe(client, subscriber)
     client.post("/push/test")
     response = client.post("/push/test")
     assert any("wait a few seconds" in m for m in messages_of(response))

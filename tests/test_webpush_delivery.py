@@ -19,22 +19,13 @@ from outbox.enqueue import Detection, enqueue, enqueue_many
 from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import ListingFactory, WatchFactory
-from tests.fakes.push_service import FakePushService
+from tests.fakes.push_service import FakePushService, subscribe
 from watches.demo import set_product
 from watches.models import Device, Trigger
 
 pytestmark = pytest.mark.django_db
 
 PAYLOAD_KEYS = {"title", "body", "url", "tag", "icon", "listing", "price"}
-
-
-def subscribe(client, subscriber) -> Device:
-    """Subscribe the way push.js does: POST the PushSubscription JSON."""
-    response = client.post(
-        "/push/subscribe", subscriber.subscription_json(), content_type="application/json"
-    )
-    assert response.status_code == 200, response.content
-    return Device.objects.get(push_endpoint=subscriber.endpoint)
 
 
 def watch_with_pending_row(device, *, trigger=Trigger.TARGET_PRICE, price=1000, **watch_fields):

@@ -362,3 +362,14 @@ class FakePushService:
         if claims.get("sub") != self.subject:
             return claims, key, f"sub {claims.get('sub')!r} is not {self.subject!r}"
         return claims, key, None
+
+
+def subscribe(client, subscriber: Subscriber):
+    """Subscribe the way push.js does: POST the PushSubscription JSON. Returns the device."""
+    from watches.models import Device
+
+    response = client.post(
+        "/push/subscribe", subscriber.subscription_json(), content_type="application/json"
+    )
+    assert response.status_code == 200, response.content
+    return Device.objects.get(push_endpoint=subscriber.endpoint)
