@@ -12,9 +12,8 @@ from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import DemoProduct, Device, Listing, Watch
