@@ -40,6 +40,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from monitoring.counters import delivery_timer
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from outbox.messages import build_message
 from outbox.models import DispatchRun, Outbox, Reason, Status
@@ -453,7 +454,8 @@ def _deliver_all(
 
 def _deliver_one(row: Outbox, message: Message) -> DeliveryError | None:
     try:
-        get_channel(row.channel).deliver(row, message)
+        with delivery_timer(row.channel):
+            get_channel(row.channel).deliver(row, message)
     except DeliveryError as error:
         return error
     except Exception as exc:  # a bug in a channel: retry until the cap, then failed

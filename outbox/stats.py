@@ -60,6 +60,21 @@ def stuck_in_sending(now: dt.datetime) -> Q:
     return Q(status=Status.SENDING, claimed_at__lt=now - lease)
 
 
+def oldest_due_at(now: dt.datetime) -> dt.datetime | None:
+    """When the oldest row that is due and not claimed became due (the queue lag's start)."""
+    return (
+        Outbox.objects.filter(due_now(now))
+        .order_by("next_attempt_at", "id")
+        .values_list("next_attempt_at", flat=True)
+        .first()
+    )
+
+
+def lag_seconds(now: dt.datetime, oldest: dt.datetime | None) -> int:
+    """Seconds the oldest due row has waited; 0 when nothing waits."""
+    return 0 if oldest is None else max(0, int((now - oldest).total_seconds()))
+
+
 def parse_since(text: str) -> dt.timedelta | None:
     """`30m`, `1h`, `24h`, `7d` → a timedelta; `all` → None (all time). ValueError otherwise."""
     text = text.strip().lower()
@@ -101,9 +116,7 @@ class OutboxStats:
     @property
     def lag_seconds(self) -> int:
         """Age of the oldest row that is due and not yet claimed; 0 when nothing waits."""
-        if self.oldest_due_at is None:
-            return 0
-        return max(0, int((self.now - self.oldest_due_at).total_seconds()))
+        return lag_seconds(self.now, self.oldest_due_at)
 
     def as_json(self, window: str = ALL_TIME) -> dict:
         """The `outbox_stats --json` shape, for one window."""
@@ -131,12 +144,7 @@ def outbox_stats(
     Makes 4 queries, one more with windows other than all time, one more with the chart."""
     now = now or timezone.now()
     status, reasons, seen = _counts(now, windows)
-    oldest_due_at = (
-        Outbox.objects.filter(due_now(now))
-        .order_by("next_attempt_at", "id")
-        .values_list("next_attempt_at", flat=True)
-        .first()
-    )
+    oldest = oldest_due_at(now)
     stuck = Outbox.objects.filter(stuck_in_sending(now)).count()
     last_run = DispatchRun.objects.order_by("-started_at").first()
     return OutboxStats(
@@ -144,7 +152,7 @@ def outbox_stats(
         windows=tuple(windows),
         status=status,
         reasons=reasons,
-        oldest_due_at=oldest_due_at,
+        oldest_due_at=oldest,
         stuck=stuck,
         last_run=last_run,
         daily=_daily(now, chart_days, seen) if chart_days else [],

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from monitoring.counters import count_transition
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
 # to-status -> statuses it may be reached from
@@ -112,6 +113,7 @@ def transition(
             )
         if won:
             _write_events(won, to, str(reason), detail, events or {}, actor, now)
+            count_transition(to, reason, len(won))
     return [row_id for row_id, _ in won]
 
 

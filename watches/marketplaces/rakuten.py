@@ -31,6 +31,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from monitoring.counters import count_marketplace_request
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
 from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
 
@@ -71,6 +72,7 @@ class RakutenMarketplace:
                     )
                     continue
                 results[code] = self._fetch_one(code)
+                count_marketplace_request(self.source, self.app_id, results[code])
         finally:
             self.session.close()
         return results
