@@ -62,6 +62,11 @@ class Reason(models.TextChoices):
     CLAIMED = "claimed", _("Claimed by a dispatcher")
 
 
+# Settled: no transition leaves these, so a count of them, once taken, only changes when rows
+# are deleted (retention, or a device's data deleted with it).
+SETTLED = (Status.SENT, Status.DROPPED)
+
+
 class Outbox(models.Model):
     watch = models.ForeignKey(Watch, on_delete=models.CASCADE, related_name="outbox_rows")
     device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="outbox_rows")
@@ -88,7 +93,8 @@ class Outbox(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        verbose_name = "outbox row"
+        verbose_name = _("outbox row")
+        verbose_name_plural = _("outbox rows")
         constraints = [
             # Idempotent enqueue: one live row per watch, trigger, service day and channel.
             # Dropped rows do not hold the day's slot.
@@ -141,6 +147,7 @@ class OutboxEvent(models.Model):
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name = _("outbox event")
         indexes = [
             # Detail page timeline and retention: one row's events in order.
             models.Index(fields=["outbox", "at"], name="outboxevent_row_time"),
@@ -165,7 +172,46 @@ class DispatchRun(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = _("dispatch cycle")
         indexes = [models.Index(fields=["-started_at"], name="dispatchrun_recent")]
 
     def __str__(self) -> str:
         return f"dispatch {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class CountSnapshot(models.Model):
+    """The counts of settled rows (sent, dropped) that last moved before `boundary`, per
+    service day, status and reason: what the overview would otherwise re-count from a
+    million rows on every view. Taken daily (`outbox.summary.refresh_snapshot`); only the
+    latest is kept."""
+
+    taken_at = models.DateTimeField()
+    # Settled rows with updated_at < boundary and id <= last_id are in the snapshot; the
+    # others are counted live (a row written later with an old time — an import, a
+    # restore — is never taken as counted).
+    boundary = models.DateTimeField()
+    last_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("count snapshot")
+
+    def __str__(self) -> str:
+        return f"snapshot before {self.boundary:%Y-%m-%d %H:%M}"
+
+
+class CountSnapshotRow(models.Model):
+    snapshot = models.ForeignKey(CountSnapshot, on_delete=models.CASCADE, related_name="rows")
+    day = models.DateField()  # the service day (Asia/Tokyo) of updated_at
+    status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.CharField(max_length=30, blank=True)
+    rows = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["snapshot", "day", "status", "reason"], name="countsnapshotrow_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.status} {self.reason}: {self.rows}"

@@ -293,3 +293,89 @@ def test_short_duration():
         "1 d 1 h",
         "2 d",
     ]
+
+
+# --- the daily snapshot of settled rows ------------------------------------------------------
+
+
+def seed_a_season() -> None:
+    """Settled, failed and queued rows moved over 40 days before NOW, on many watches."""
+    watches = WatchFactory.create_batch(3)
+    mix = [
+        (Status.SENT, Reason.DELIVERED),
+        (Status.DROPPED, Reason.CONDITION_LOST),
+        (Status.DROPPED, Reason.OUT_OF_STOCK),
+        (Status.FAILED, Reason.DELIVER_SERVER),
+        (Status.SENT, Reason.DELIVERED),
+    ]
+    for day in range(40):
+        for i, watch in enumerate(watches):
+            status, reason = mix[(day + i) % len(mix)]
+            detected = NOW - dt.timedelta(days=day, hours=i)
+            OutboxFactory(
+                watch=watch,
+                status=status,
+                reason=reason,
+                detected_at=detected,
+                updated_at=detected + dt.timedelta(minutes=5 * i),
+            )
+    OutboxFactory(watch=watches[0], detected_at=NOW - dt.timedelta(days=50))  # old pending row
+
+
+def test_a_snapshot_changes_no_figure(django_assert_max_num_queries):
+    from outbox.models import CountSnapshot
+    from outbox.summary import refresh_snapshot
+
+    seed_a_season()
+    live = outbox_stats(now=NOW)
+    # migrate took one of the empty table; rows written since are all counted live
+    assert CountSnapshot.objects.get().last_id == 0
+    assert (
+        outbox_stats(now=NOW + dt.timedelta(days=300)).status["sent"]["all"]
+        == live.status["sent"]["all"]
+    )
+    counted = refresh_snapshot(NOW)
+    assert counted > 50  # most settled rows are now in the snapshot
+    with django_assert_max_num_queries(8):
+        snapped = outbox_stats(now=NOW)
+    assert snapped.status == live.status
+    assert snapped.reasons == live.reasons
+    assert snapped.daily == live.daily
+    # and the window counts still list exactly what they count
+    assert snapped.status["sent"]["7d"] == live.status["sent"]["7d"] > 0
+
+
+def test_a_snapshot_too_old_for_a_window_is_not_used():
+    from outbox.summary import boundary_for, refresh_snapshot, usable_snapshot
+
+    seed_a_season()
+    refresh_snapshot(NOW)
+    assert usable_snapshot(NOW, dt.timedelta(days=7)) is not None
+    assert NOW - boundary_for(NOW) > dt.timedelta(days=8)
+    assert usable_snapshot(NOW, dt.timedelta(days=30)) is None
+    live = outbox_stats(now=NOW, windows={"30d": dt.timedelta(days=30), "all": None})
+    assert live.status["sent"]["30d"] < live.status["sent"]["all"]
+
+
+def test_retention_deletes_then_snapshots_so_nothing_gone_is_counted():
+    from outbox.retention import purge
+
+    seed_a_season()
+    before = outbox_stats(now=NOW).status
+    result = purge(now=NOW, days=20)
+    assert result.outbox > 0
+    after = outbox_stats(now=NOW).status
+    gone = sum(before[s]["all"] for s in before) - sum(after[s]["all"] for s in after)
+    assert gone == result.outbox
+    assert (
+        after
+        == outbox_stats(
+            now=NOW,
+            windows={
+                "all": None,
+                "1h": dt.timedelta(hours=1),
+                "24h": dt.timedelta(hours=24),
+                "7d": dt.timedelta(days=7),
+            },
+        ).status
+    )
