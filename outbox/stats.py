@@ -20,13 +20,14 @@ transition): "dropped in the last hour" means rows that were dropped in the last
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from outbox.expressions import LocalDate
@@ -34,13 +35,12 @@ from outbox.models import (
     DEDUP_ZONE,
     DUE_STATUSES,
     SETTLED,
-    CountSnapshot,
     DispatchRun,
     Outbox,
     Reason,
     Status,
 )
-from outbox.summary import usable_snapshot
+from outbox.summary import snapshot_days, snapshot_totals, usable_snapshot
 
 ALL_TIME = "all"
 # The overview's windows, shortest first; None is all time.
@@ -152,18 +152,9 @@ def outbox_stats(
     """Count the outbox at `now` over `windows` (name → length, None for all time). With
     `chart_days`, also sent/dropped/failed per service day over that many days (today included).
     Settled rows older than the daily snapshot's boundary come from the snapshot
-    (`outbox.summary`); everything else is counted live. Makes 8 queries."""
+    (`outbox.summary`); everything else is counted live. About 10 small queries."""
     now = now or timezone.now()
-    longest = max((length for length in windows.values() if length is not None), default=None)
-    snapshot = usable_snapshot(now, longest)
-    pairs, days = _live_counts(now, windows, snapshot[0] if snapshot else None, chart_days)
-    if snapshot is not None:
-        for day, status_name, reason, n in snapshot[1]:
-            counts = pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))
-            for name, length in windows.items():
-                if length is None:
-                    counts[name] += n
-            days[(day, status_name)] = days.get((day, status_name), 0) + n
+    pairs, per_day = _counts(now, windows, chart_days)
     status, reasons = _arrange(pairs, list(windows))
     return OutboxStats(
         now=now,
@@ -173,52 +164,140 @@ def outbox_stats(
         oldest_due_at=oldest_due_at(now),
         stuck=Outbox.objects.filter(stuck_in_sending(now)).count(),
         last_run=DispatchRun.objects.order_by("-started_at").first(),
-        daily=_daily(now, chart_days, days) if chart_days else [],
+        daily=_daily(now, chart_days, per_day) if chart_days else [],
     )
 
 
-def _live_counts(
+Pairs = dict[tuple[str, str], dict[str, int]]
+PerDay = dict[tuple[dt.date, str], int]
+
+
+def _counts(
+    now: dt.datetime, windows: Mapping[str, dt.timedelta | None], chart_days: int
+) -> tuple[Pairs, PerDay]:
+    """Counts per (status, reason) for each window, and per (service day, status) over the
+    chart's days. With a usable snapshot (boundary B), settled rows are counted
+    - since B: live, one pass over a day or two of the covering index `outbox_status_reason`
+      (`COUNT … FILTER` per window and per chart day, so nothing is sorted);
+    - before B: from the snapshot's days, plus, for a window starting inside a day before B,
+      a live count of that day's part of it;
+    and every other row (the queue and the failed rows: few) live, whole."""
+    pairs: Pairs = {}
+    per_day: PerDay = {}
+    days = _day_ranges(now, chart_days)
+    moving = [status for status in Status if status not in SETTLED]
+    _add_live(pairs, per_day, Outbox.objects.filter(status__in=moving), now, windows, [])
+    if days:
+        # Failed rows per day: a few thousand index entries, grouped by their service day.
+        failed = (
+            Outbox.objects.filter(status=Status.FAILED, updated_at__gte=days[0][1])
+            .annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
+            .order_by()
+            .values_list("day")
+            .annotate(n=Count("id"))
+        )
+        for day, n in failed:
+            per_day[(_as_date(day), Status.FAILED.value)] = n
+    settled = Outbox.objects.filter(status__in=SETTLED)
+    snapshot = usable_snapshot(now)
+    if snapshot is None:
+        _add_live(pairs, per_day, settled, now, windows, days)
+        return pairs, per_day
+    # Naming every (status, reason) pair lets the database seek, in each run of the index,
+    # straight to a range of times. Reasons only ever come from the closed vocabulary.
+    settled = settled.filter(reason__in=["", *Reason.values])
+    boundary = snapshot.boundary
+    recent_windows = {
+        name: (length if length is not None and now - length >= boundary else None)
+        for name, length in windows.items()
+    }
+    recent_days = [(day, start, end) for day, start, end in days if start >= boundary]
+    _add_live(
+        pairs, per_day, settled.filter(updated_at__gte=boundary), now, recent_windows, recent_days
+    )
+    for pair, n in snapshot_totals(snapshot).items():
+        counts = pairs.setdefault(pair, dict.fromkeys(windows, 0))
+        for name, length in windows.items():
+            if length is None:
+                counts[name] += n
+    # The snapshot's days a bounded window or the chart covers.
+    starts = [now - length for length in windows.values() if length is not None]
+    since = min([service_day(start) for start in starts] + ([days[0][0]] if days else []))
+    for (day, status_name, reason), n in snapshot_days(snapshot, since).items():
+        start = _day_start(day)
+        counts = pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))
+        for name, length in windows.items():
+            if length is not None and start >= now - length:
+                counts[name] += n
+        if days and day >= days[0][0]:
+            per_day[(day, status_name)] = per_day.get((day, status_name), 0) + n
+    # A window that starts inside a day before the boundary: that day's part of it, live.
+    for name, length in windows.items():
+        if length is None or now - length >= boundary:
+            continue
+        begin = now - length
+        end = _day_start(service_day(begin)) + dt.timedelta(days=1)
+        rows = (
+            settled.filter(updated_at__gte=begin, updated_at__lt=end)
+            .order_by("status", "reason")
+            .values_list("status", "reason")
+            .annotate(n=Count("id"))
+        )
+        for status_name, reason, n in rows:
+            pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))[name] += n
+    return pairs, per_day
+
+
+def _add_live(
+    pairs: Pairs,
+    per_day: PerDay,
+    rows: QuerySet[Outbox],
     now: dt.datetime,
     windows: Mapping[str, dt.timedelta | None],
-    snapshot: CountSnapshot | None,
-    chart_days: int,
-) -> tuple[dict[tuple[str, str], dict[str, int]], dict[tuple[dt.date, str], int]]:
-    """Live counts per (status, reason) for each window, and per (service day, status): the
-    settled rows not in the `snapshot` (all of them without one), and every row in any
-    other status. Each is one GROUP BY, the first two over the covering index
-    `outbox_status_reason`, the last over the rows written since the snapshot."""
-    settled = Outbox.objects.filter(status__in=SETTLED)
-    querysets = [Outbox.objects.exclude(status__in=SETTLED)]
-    if snapshot is None:
-        querysets.append(settled)
-    else:
-        # Naming every (status, reason) pair lets the database seek, in each run of the
-        # index, straight to the rows moved since the boundary: a week or so of rows
-        # instead of all of them. Reasons only ever come from the closed vocabulary.
-        querysets.append(
-            settled.filter(reason__in=["", *Reason.values], updated_at__gte=snapshot.boundary)
-        )
-        querysets.append(settled.filter(id__gt=snapshot.last_id, updated_at__lt=snapshot.boundary))
+    days: list[tuple[dt.date, dt.datetime, dt.datetime]],
+) -> None:
+    """Add one GROUP BY (status, reason) of `rows`: all of them into each window that is
+    None (all time), those moved since its start into the others, and per chart day."""
     aggregates = {"n": Count("id")}
     for i, length in enumerate(windows.values()):
         if length is not None:
             aggregates[f"w{i}"] = Count("id", filter=Q(updated_at__gte=now - length))
-    fields = ["status", "reason"]
-    if chart_days:
-        fields.append("day")
-    pairs: dict[tuple[str, str], dict[str, int]] = {}
-    days: dict[tuple[dt.date, str], int] = {}
-    for queryset in querysets:
-        if chart_days:
-            queryset = queryset.annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
-        for row in queryset.order_by().values(*fields).annotate(**aggregates):
-            counts = pairs.setdefault((row["status"], row["reason"]), dict.fromkeys(windows, 0))
-            for i, (name, length) in enumerate(windows.items()):
-                counts[name] += row["n"] if length is None else row[f"w{i}"]
-            if chart_days:
-                key = (_as_date(row["day"]), row["status"])
-                days[key] = days.get(key, 0) + row["n"]
-    return pairs, days
+    for j, (_, start, end) in enumerate(days):
+        aggregates[f"d{j}"] = Count("id", filter=Q(updated_at__gte=start, updated_at__lt=end))
+    for row in rows.order_by("status", "reason").values("status", "reason").annotate(**aggregates):
+        counts = pairs.setdefault((row["status"], row["reason"]), dict.fromkeys(windows, 0))
+        for i, (name, length) in enumerate(windows.items()):
+            counts[name] += row["n"] if length is None else row[f"w{i}"]
+        if row["status"] not in {s.value for s in CHART_STATUSES}:
+            continue
+        for j, (day, _, _) in enumerate(days):
+            if row[f"d{j}"]:
+                key = (day, row["status"])
+                per_day[key] = per_day.get(key, 0) + row[f"d{j}"]
+
+
+def _as_date(value) -> dt.date:
+    # SQLite hands back the date() text as is.
+    return dt.date.fromisoformat(value) if isinstance(value, str) else value
+
+
+@functools.lru_cache(maxsize=512)
+def _day_start(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time.min, tzinfo=zoneinfo.ZoneInfo(DEDUP_ZONE))
+
+
+def service_day(moment: dt.datetime) -> dt.date:
+    return moment.astimezone(zoneinfo.ZoneInfo(DEDUP_ZONE)).date()
+
+
+def _day_ranges(now: dt.datetime, days: int) -> list[tuple[dt.date, dt.datetime, dt.datetime]]:
+    """(service day, its start, the next day's start) for the last `days` days, today last."""
+    today = service_day(now)
+    result = []
+    for back in range(days - 1, -1, -1):
+        start = _day_start(today - dt.timedelta(days=back))
+        result.append((start.date(), start, start + dt.timedelta(days=1)))
+    return result
 
 
 def _arrange(
@@ -242,7 +321,7 @@ def _arrange(
 
 
 def service_today(now: dt.datetime) -> dt.date:
-    return now.astimezone(zoneinfo.ZoneInfo(DEDUP_ZONE)).date()
+    return service_day(now)
 
 
 def _daily(now: dt.datetime, days: int, counts: dict[tuple[dt.date, str], int]) -> list[DayCounts]:
@@ -252,8 +331,3 @@ def _daily(now: dt.datetime, days: int, counts: dict[tuple[dt.date, str], int]) 
         DayCounts(day, **{s: counts.get((day, s), 0) for s in wanted})
         for day in (first + dt.timedelta(days=i) for i in range(days))
     ]
-
-
-def _as_date(value) -> dt.date:
-    # SQLite hands back the date() text as is.
-    return dt.date.fromisoformat(value) if isinstance(value, str) else value

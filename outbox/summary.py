@@ -10,11 +10,11 @@ an old `updated_at` (an import, a restore). Everything else — the
 settled rows that moved since B and every row still in the queue or failed (a failed row can
 be requeued) — is counted live, from the index, as before.
 
-B is the start of the service day eight days before the snapshot, so the overview's longest
-window (7 days) lies entirely in the live part; a snapshot older than that is not used (the
-counts fall back to reading everything, which is correct, only slower). Retention takes a new
-snapshot right after it deletes, so deletions by retention are never over-counted; rows
-deleted with a person's data are, until the next daily snapshot.
+B is the start of the service day before the snapshot's, so the live part is a day or two of
+rows whatever the table's size, and the 1-hour and 24-hour windows lie inside it; a longer
+window adds the snapshot's days it covers and counts live only the part of its first day.
+Retention takes a new snapshot right after it deletes, so deletions by retention are never
+over-counted; rows deleted with a person's data are, until the next daily snapshot.
 
 Why not counters kept by every transition: a transition knows the status a row left but not
 the reason, so per-reason counts could not be decremented; and one counter row per status
@@ -27,14 +27,15 @@ import datetime as dt
 import zoneinfo
 
 from django.db import transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
 from outbox.expressions import LocalDate
 from outbox.models import DEDUP_ZONE, SETTLED, CountSnapshot, CountSnapshotRow, Outbox
 
-# The live part covers at least this many whole service days before the snapshot's day.
-LIVE_DAYS = 8
+# The live part is the snapshot's service day and the one before: at least a whole day, so
+# the overview's 1-hour and 24-hour windows never reach into the snapshot.
+LIVE_DAYS = 1
 
 
 def boundary_for(now: dt.datetime) -> dt.datetime:
@@ -81,15 +82,29 @@ def refresh_snapshot(
     return sum(n for *_, n in rows)
 
 
-def usable_snapshot(now: dt.datetime, longest_window: dt.timedelta | None):
-    """The latest snapshot with its rows, if every bounded window lies after its boundary
-    (else None: count everything live)."""
+def usable_snapshot(now: dt.datetime) -> CountSnapshot | None:
+    """The latest snapshot, unless a row was written since with a time before its boundary
+    (an import, a restore: then only counting everything is right, until the next one)."""
     taken = CountSnapshot.objects.order_by("-taken_at").first()
     if taken is None or taken.boundary > now:
         return None
-    if longest_window is not None and taken.boundary > now - longest_window:
+    # In id order from the snapshot's last id: the rows written since, not the table.
+    late = Outbox.objects.filter(id__gt=taken.last_id, updated_at__lt=taken.boundary)
+    if late.order_by("id").exists():
         return None
-    return taken, list(taken.rows.values_list("day", "status", "reason", "rows"))
+    return taken
+
+
+def snapshot_totals(taken: CountSnapshot) -> dict[tuple[str, str], int]:
+    """(status, reason) → rows, over all the snapshot's days."""
+    rows = taken.rows.order_by().values_list("status", "reason").annotate(n=Sum("rows"))
+    return {(status, reason): n for status, reason, n in rows}
+
+
+def snapshot_days(taken: CountSnapshot, since: dt.date) -> dict[tuple[dt.date, str, str], int]:
+    """(service day, status, reason) → rows, for the snapshot's days from `since` on."""
+    rows = taken.rows.filter(day__gte=since).values_list("day", "status", "reason", "rows")
+    return {(_date(day), status, reason): n for day, status, reason, n in rows}
 
 
 def _date(value) -> dt.date:
