@@ -222,8 +222,9 @@ def _counts(
                 counts[name] += n
     # The snapshot's days a bounded window or the chart covers.
     starts = [now - length for length in windows.values() if length is not None]
-    since = min([service_day(start) for start in starts] + ([days[0][0]] if days else []))
-    for (day, status_name, reason), n in snapshot_days(snapshot, since).items():
+    firsts = [service_day(start) for start in starts] + ([days[0][0]] if days else [])
+    by_day = snapshot_days(snapshot, min(firsts)) if firsts else {}
+    for (day, status_name, reason), n in by_day.items():
         start = _day_start(day)
         counts = pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))
         for name, length in windows.items():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.utils.timezone import now as timezone_now
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitoring import counters
@@ -130,6 +131,30 @@ def test_outbox_figures_are_the_ones_outbox_stats_prints(client, settings):
     assert value(samples, "yasugoro_outbox_queue_lag_seconds") == stats["lag_seconds"] == 420
     assert value(samples, "yasugoro_outbox_stuck_rows") == stats["stuck"]
     assert value(samples, "yasugoro_outbox_due_rows") == 1
+
+
+@pytest.mark.django_db
+def test_outbox_figures_agree_with_outbox_stats_over_a_count_snapshot(client):
+    from outbox.summary import refresh_snapshot
+
+    watch = WatchFactory()
+    for day in range(20):
+        moved = timezone_now() - dt.timedelta(days=day)
+        OutboxFactory(
+            watch=watch,
+            status=Status.SENT,
+            reason=Reason.DELIVERED,
+            detected_at=moved,
+            updated_at=moved,
+        )
+    refresh_snapshot()
+    out = StringIO()
+    call_command("outbox_stats", "--json", stdout=out)
+    stats = json.loads(out.getvalue())
+    assert stats["status"]["sent"] == 20
+    samples = scrape(client)
+    for status, count in stats["status"].items():
+        assert value(samples, "yasugoro_outbox_rows", status=status) == count, status
 
 
 @pytest.mark.django_db
