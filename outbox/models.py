@@ -70,27 +70,29 @@ SETTLED = (Status.SENT, Status.DROPPED)
 class Outbox(models.Model):
     watch = models.ForeignKey(Watch, on_delete=models.CASCADE, related_name="outbox_rows")
     device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="outbox_rows")
-    channel = models.CharField(max_length=20, choices=Channel.choices)
-    trigger = models.CharField(max_length=20, choices=Trigger.choices)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    channel = models.CharField(_("channel"), max_length=20, choices=Channel.choices)
+    trigger = models.CharField(_("trigger"), max_length=20, choices=Trigger.choices)
+    status = models.CharField(
+        _("status"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
     # Written by every transition's UPDATE (`previous_status = status`) so the event can
     # record where the row came from.
     previous_status = models.CharField(max_length=10, choices=Status.choices, blank=True)
-    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
-    detail = models.TextField(blank=True)
-    detected_at = models.DateTimeField()
+    reason = models.CharField(_("reason"), max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(_("detail"), blank=True)
+    detected_at = models.DateTimeField(_("detected at"))
     # The snapshot at detection. Written once by enqueue, never updated.
     detected_payload = models.JSONField(default=dict)
     # What was actually sent (built from the re-fetched value), for history and staff.
     sent_message = models.JSONField(null=True, blank=True)
-    retry_count = models.PositiveIntegerField(default=0)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    claimed_by = models.CharField(max_length=64, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    retry_count = models.PositiveIntegerField(_("retry count"), default=0)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    next_attempt_at = models.DateTimeField(_("next attempt at"))
+    claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
+    claimed_by = models.CharField(_("claimed by"), max_length=64, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated at"), default=timezone.now)
 
     class Meta:
         verbose_name = _("outbox row")
@@ -137,14 +139,14 @@ class OutboxEvent(models.Model):
     """Append-only: every transition of an outbox row, with why and who."""
 
     outbox = models.ForeignKey(Outbox, on_delete=models.CASCADE, related_name="events")
-    from_status = models.CharField(max_length=10, choices=Status.choices)
-    to_status = models.CharField(max_length=10, choices=Status.choices)
-    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
-    detail = models.TextField(blank=True)
+    from_status = models.CharField(_("from status"), max_length=10, choices=Status.choices)
+    to_status = models.CharField(_("to status"), max_length=10, choices=Status.choices)
+    reason = models.CharField(_("reason"), max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(_("detail"), blank=True)
     # Structured facts of the attempt: the re-fetched value, the message, the HTTP status…
     data = models.JSONField(null=True, blank=True)
-    actor = models.CharField(max_length=150, blank=True)
-    at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(_("actor"), max_length=150, blank=True)
+    at = models.DateTimeField(_("at"), default=timezone.now)
 
     class Meta:
         verbose_name = _("outbox event")
@@ -160,16 +162,16 @@ class OutboxEvent(models.Model):
 class DispatchRun(models.Model):
     """One dispatcher cycle's outcome, so staff can see when it last ran and what it did."""
 
-    started_at = models.DateTimeField()
-    finished_at = models.DateTimeField()
-    holder = models.CharField(max_length=64)
-    claimed = models.PositiveIntegerField(default=0)
-    sent = models.PositiveIntegerField(default=0)
-    dropped = models.PositiveIntegerField(default=0)
-    retry = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
-    recovered = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(_("started at"))
+    finished_at = models.DateTimeField(_("finished at"))
+    holder = models.CharField(_("holder"), max_length=64)
+    claimed = models.PositiveIntegerField(_("claimed"), default=0)
+    sent = models.PositiveIntegerField(_("sent"), default=0)
+    dropped = models.PositiveIntegerField(_("dropped"), default=0)
+    retry = models.PositiveIntegerField(_("retry"), default=0)
+    failed = models.PositiveIntegerField(_("failed"), default=0)
+    recovered = models.PositiveIntegerField(_("recovered"), default=0)
+    error = models.TextField(_("error"), blank=True)
 
     class Meta:
         verbose_name = _("dispatch cycle")

@@ -124,7 +124,7 @@ def test_changelist_pages_keep_their_order_and_joins(admin_client, django_assert
         for day in range(150):
             OutboxFactory(watch=watch, detected_at=NOW - dt.timedelta(days=day))
         ids = list(Outbox.objects.order_by("-id").values_list("id", flat=True))
-        response = admin_client.get(f"{CHANGELIST_URL}?p=2")
+        response = admin_client.get(f"{CHANGELIST_URL}?p=3")
     assert [row.pk for row in response.context["cl"].result_list] == ids[100:]
     assert "150 outbox rows" in response.content.decode()
 
@@ -443,3 +443,24 @@ def test_read_only_history_pages_offer_no_add_edit_or_delete(admin_client):
         assert "addlink" not in html and 'name="_save"' not in html and "deletelink" not in html
     assert admin_client.get("/admin/outbox/dispatchrun/add/").status_code == 403
     assert admin_client.post(f"/admin/outbox/dispatchrun/{run.pk}/delete/").status_code == 403
+
+
+# --- branding --------------------------------------------------------------------------------
+
+
+def test_the_admin_says_yasugoro_with_its_icon(admin_client):
+    html = admin_client.get("/admin/").content.decode()
+    assert "<title>Site administration | Yasugoro</title>" in html
+    assert '<div id="site-name"><a href="/admin/">' in html and ">Yasugoro</a>" in html
+    assert "Django administration" not in html
+    assert 'rel="icon" href="/static/icon.svg"' in html
+
+
+def test_favicon_ico_is_served_to_every_page(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/x-icon"
+    body = b"".join(response.streaming_content)
+    assert body[:4] == b"\x00\x00\x01\x00"  # an ICO header
+    assert response["Cache-Control"] == "public, max-age=86400"
+    assert client.post("/favicon.ico").status_code == 405

@@ -62,9 +62,6 @@ class OutboxAdmin(ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.Model
     show_facets = admin.ShowFacets.NEVER
     actions = ["requeue_rows", "drop_rows", "retry_rows_now"]
 
-    class Media:
-        css = {"all": ["outbox/admin.css"]}
-
     def has_operate_permission(self, request) -> bool:
         """Who may pull the levers: staff with the outbox's change permission (the pages
         themselves are read-only for everyone)."""
@@ -95,7 +92,9 @@ class OutboxAdmin(ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.Model
     @admin.display(description=_("trigger"))
     def trigger_col(self, row: Outbox) -> str:
         return format_html(
-            '<span title="{}">{}</span>', row.get_channel_display(), row.get_trigger_display()
+            '<span class="ob-trigger" title="{}">{}</span>',
+            row.get_channel_display(),
+            row.get_trigger_display(),
         )
 
     @admin.display(description=_("status"))

@@ -17,6 +17,7 @@ class OutboxEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     """The row's story: every transition, oldest first. Append-only, so read-only."""
 
     model = OutboxEvent
+    template = "admin/outbox/outbox/timeline.html"
     extra = 0
     can_delete = False
     verbose_name = _("event")
