@@ -128,7 +128,8 @@ class Outbox(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"outbox #{self.pk} {self.trigger} {self.status}"
+        # Shown by the admin (breadcrumbs, the action checkbox's label): in the reader's words.
+        return f"#{self.pk} {self.get_trigger_display()} · {self.get_status_display()}"
 
     @property
     def is_terminal(self) -> bool:

@@ -83,7 +83,7 @@ class RowDetailMixin:
 
     @admin.display(description=_("watch"))
     def watch_link(self, row: Outbox) -> str:
-        return admin_link(row.watch, f"#{row.watch_id} {row.watch}")
+        return admin_link(row.watch, f"#{row.watch_id} {row.watch.get_trigger_display()}")
 
     @admin.display(description=_("listing"))
     def listing_link(self, row: Outbox) -> str:
@@ -92,7 +92,7 @@ class RowDetailMixin:
 
     @admin.display(description=_("device"))
     def device_link(self, row: Outbox) -> str:
-        return admin_link(row.device, row.device)
+        return admin_link(row.device, gettext("device %(id)s") % {"id": row.device.short_id})
 
     @admin.display(description=_("snapshot and attempts"))
     def attempts_side_by_side(self, row: Outbox) -> str:
