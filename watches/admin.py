@@ -122,6 +122,7 @@ class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
     list_filter = ("source", "paused", "in_stock", PollingHealthFilter, "category")
     search_fields = ("name", "item_code")
     actions = ["pause_selected"]
+    list_per_page = 50
 
     def get_readonly_fields(self, request, obj=None):
         # The links to other apps' pages about this listing, on its change page.

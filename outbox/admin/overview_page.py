@@ -26,8 +26,11 @@ class OverviewMixin:
         return [overview, *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
-        # Lazy: an action's POST redirects without rendering, so it costs no counting.
-        extra_context = {**(extra_context or {}), "overview": SimpleLazyObject(self.overview)}
+        # Lazy: an action's POST redirects without rendering, so it costs no counting. The
+        # panel is the compact one (health, counts per status): the chart and the reasons
+        # are one click away, on the overview page.
+        compact = SimpleLazyObject(lambda: self.overview(chart=False))
+        extra_context = {**(extra_context or {}), "overview": compact}
         return super().changelist_view(request, extra_context)
 
     def overview_view(self, request: HttpRequest) -> HttpResponse:
@@ -42,6 +45,7 @@ class OverviewMixin:
         }
         return TemplateResponse(request, "admin/outbox/outbox/overview.html", context)
 
-    def overview(self) -> Overview:
+    def overview(self, *, chart: bool = True) -> Overview:
         changelist_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
-        return build_overview(outbox_stats(), changelist_url)
+        stats = outbox_stats() if chart else outbox_stats(chart_days=0)
+        return build_overview(stats, changelist_url)
