@@ -123,6 +123,9 @@ class Outbox(models.Model):
             ),
             # Admin overview and retention: counts per status/reason over a time window.
             models.Index(fields=["status", "reason", "updated_at"], name="outbox_status_reason"),
+            # Admin changelist `?reason__exact=…` (newest first) and its capped count: a
+            # rare reason among a million rows is found without reading the table.
+            models.Index(fields=["reason", "id"], name="outbox_reason"),
             # History page: one device's rows, newest first.
             models.Index(fields=["device", "-created_at"], name="outbox_by_device"),
         ]

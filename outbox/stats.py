@@ -194,7 +194,7 @@ def _counts(
             .annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
             .order_by()
             .values_list("day")
-            .annotate(n=Count("id"))
+            .annotate(n=Count("*"))
         )
         for day, n in failed:
             per_day[(_as_date(day), Status.FAILED.value)] = n
@@ -242,7 +242,7 @@ def _counts(
             settled.filter(updated_at__gte=begin, updated_at__lt=end)
             .order_by("status", "reason")
             .values_list("status", "reason")
-            .annotate(n=Count("id"))
+            .annotate(n=Count("*"))
         )
         for status_name, reason, n in rows:
             pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))[name] += n
@@ -259,12 +259,14 @@ def _add_live(
 ) -> None:
     """Add one GROUP BY (status, reason) of `rows`: all of them into each window that is
     None (all time), those moved since its start into the others, and per chart day."""
-    aggregates = {"n": Count("id")}
+    # COUNT(*) and counts of `updated_at` (never null): columns of the index, so PostgreSQL
+    # answers from the index alone, as SQLite does (COUNT(id) would read every row).
+    aggregates = {"n": Count("*")}
     for i, length in enumerate(windows.values()):
         if length is not None:
-            aggregates[f"w{i}"] = Count("id", filter=Q(updated_at__gte=now - length))
+            aggregates[f"w{i}"] = Count("updated_at", filter=Q(updated_at__gte=now - length))
     for j, (_, start, end) in enumerate(days):
-        aggregates[f"d{j}"] = Count("id", filter=Q(updated_at__gte=start, updated_at__lt=end))
+        aggregates[f"d{j}"] = Count("updated_at", filter=Q(updated_at__gte=start, updated_at__lt=end))
     for row in rows.order_by("status", "reason").values("status", "reason").annotate(**aggregates):
         counts = pairs.setdefault((row["status"], row["reason"]), dict.fromkeys(windows, 0))
         for i, (name, length) in enumerate(windows.items()):

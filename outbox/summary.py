@@ -66,7 +66,7 @@ def refresh_snapshot(
         .annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
         .order_by()
         .values("day", "status", "reason")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))
     )
     rows = [(_date(row["day"]), row["status"], row["reason"], row["n"]) for row in counts]
     with transaction.atomic():
