@@ -266,7 +266,9 @@ def _add_live(
         if length is not None:
             aggregates[f"w{i}"] = Count("updated_at", filter=Q(updated_at__gte=now - length))
     for j, (_, start, end) in enumerate(days):
-        aggregates[f"d{j}"] = Count("updated_at", filter=Q(updated_at__gte=start, updated_at__lt=end))
+        aggregates[f"d{j}"] = Count(
+            "updated_at", filter=Q(updated_at__gte=start, updated_at__lt=end)
+        )
     for row in rows.order_by("status", "reason").values("status", "reason").annotate(**aggregates):
         counts = pairs.setdefault((row["status"], row["reason"]), dict.fromkeys(windows, 0))
         for i, (name, length) in enumerate(windows.items()):
