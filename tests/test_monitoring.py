@@ -386,3 +386,39 @@ def test_readyz_is_503_when_the_database_is_unreachable_and_healthz_still_200():
     assert body["checks"]["dispatcher"]["ok"] is False
     assert alive_status == 200
     assert metrics_status == 503
+
+
+@pytest.mark.django_db
+def test_a_django_q2_task_flushes_what_it_counted_in_its_worker():
+    from django_q.signals import post_execute_in_worker
+
+    counters.count(counters.TRANSITIONS, 3, to="sent", reason="delivered")
+    post_execute_in_worker.send(sender="django_q", func=run_cycle, task={})
+    assert not counters.has_pending()
+    assert Counter.objects.get(name="yasugoro_outbox_transitions_total").value == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_management_command_flushes_at_exit():
+    """`manage.py dispatch_outbox` in a process of its own: its cycle's transitions reach
+    the shared rows when it exits."""
+    from tests.reliability.world import child_env
+
+    listing = ListingFactory(price=900)
+    row_in(Status.PENDING, watch=WatchFactory(listing=listing, target_price=1000))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "dispatch_outbox", "--json"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sent"] == 1
+    moved = dict(
+        Counter.objects.filter(name="yasugoro_outbox_transitions_total").values_list(
+            "labels", "value"
+        )
+    )
+    assert moved == {'["sending","claimed"]': 1, '["sent","delivered"]': 1}
+    assert Counter.objects.get(name="yasugoro_dispatch_cycle_duration_seconds_count").value == 1
