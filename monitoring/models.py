@@ -22,6 +22,7 @@ class Counter(models.Model):
 
     class Meta:
         verbose_name = _("metric counter")
+        verbose_name_plural = _("metric counters")
         constraints = [
             # The upsert's conflict target: one row per series.
             models.UniqueConstraint(fields=["name", "labels"], name="counter_series"),

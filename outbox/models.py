@@ -154,6 +154,7 @@ class OutboxEvent(models.Model):
 
     class Meta:
         verbose_name = _("outbox event")
+        verbose_name_plural = _("outbox events")
         indexes = [
             # Detail page timeline and retention: one row's events in order.
             models.Index(fields=["outbox", "at"], name="outboxevent_row_time"),
@@ -179,6 +180,7 @@ class DispatchRun(models.Model):
 
     class Meta:
         verbose_name = _("dispatch cycle")
+        verbose_name_plural = _("dispatch cycles")
         indexes = [models.Index(fields=["-started_at"], name="dispatchrun_recent")]
 
     def __str__(self) -> str:
@@ -200,6 +202,7 @@ class CountSnapshot(models.Model):
 
     class Meta:
         verbose_name = _("count snapshot")
+        verbose_name_plural = _("count snapshots")
 
     def __str__(self) -> str:
         return f"snapshot before {self.boundary:%Y-%m-%d %H:%M}"

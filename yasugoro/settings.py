@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy
 
 from yasugoro.env import env_bool, env_float, env_int, env_list, env_str, secret_from_file
 
@@ -255,7 +256,8 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
-    "label": "Tasks",
+    # The admin's name for django-q2's models, in the staff user's language.
+    "label": gettext_lazy("Tasks"),
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
