@@ -131,8 +131,9 @@ class Outbox(models.Model):
         ]
 
     def __str__(self) -> str:
-        # Shown by the admin (breadcrumbs, the action checkbox's label): in the reader's words.
-        return f"#{self.pk} {self.get_trigger_display()} · {self.get_status_display()}"
+        # Shown by the admin (breadcrumbs, each row's checkbox label): short, and words-free
+        # so it reads the same in every language.
+        return f"#{self.pk}"
 
     @property
     def is_terminal(self) -> bool:

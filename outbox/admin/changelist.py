@@ -14,13 +14,13 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from outbox import levers
-from outbox.admin.display import compact_time
+from outbox.admin.display import choice_label, compact_time
 from outbox.admin.filters import ListingFilter, QueueFilter, SinceFilter
 from outbox.admin.overview_page import OverviewMixin
 from outbox.admin.row_detail import RowDetailMixin
-from outbox.models import DUE_STATUSES, TERMINAL, Outbox
+from outbox.models import DUE_STATUSES, TERMINAL, Outbox, Reason, Status
 from outbox.paginator import CappedCountPaginator
-from watches.models import Listing, Watch
+from watches.models import Channel, Listing, Trigger, Watch
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
 
 # Characters of a listing's name shown in the list; the whole name is the tooltip.
@@ -94,14 +94,14 @@ class OutboxAdmin(ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.Model
     def trigger_col(self, row: Outbox) -> str:
         return format_html(
             '<span class="ob-trigger" title="{}">{}</span>',
-            row.get_channel_display(),
-            row.get_trigger_display(),
+            choice_label(Channel, row.channel),
+            choice_label(Trigger, row.trigger),
         )
 
     @admin.display(description=_("status"))
     def status_col(self, row: Outbox) -> str:
         return format_html(
-            '<span class="ob-badge ob-{}">{}</span>', row.status, row.get_status_display()
+            '<span class="ob-badge ob-{}">{}</span>', row.status, choice_label(Status, row.status)
         )
 
     @admin.display(description=_("reason"))
@@ -109,7 +109,9 @@ class OutboxAdmin(ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.Model
         if not row.reason:
             return "—"
         return format_html(
-            '<span class="ob-reason" title="{}">{}</span>', row.reason, row.get_reason_display()
+            '<span class="ob-reason" title="{}">{}</span>',
+            row.reason,
+            choice_label(Reason, row.reason),
         )
 
     @admin.display(description=_("retries"))

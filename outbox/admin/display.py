@@ -4,13 +4,16 @@ other admin pages, compact times for list columns."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 from typing import Any
 
+from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import get_language
 
 # The keys an attempt's event data may hold, in the order a person reads them.
 ATTEMPT_KEYS = (
@@ -75,12 +78,22 @@ def compact_time(moment: dt.datetime | None) -> str:
     """Local time for a list column, month-day and minutes; the full one is the tooltip."""
     if moment is None:
         return "—"
-    local = timezone.localtime(moment)
-    return format_html(
-        '<span class="ob-when" title="{}">{}</span>',
-        local.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        local.strftime("%m-%d %H:%M"),
-    )
+    full = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html('<span class="ob-when" title="{}">{}</span>', full, full[5:16])
+
+
+def choice_label(choices: type[models.Choices], value: str) -> str:
+    """The label of `value` in the current language: a list page shows the same few labels
+    hundreds of times, so each is translated once per language."""
+    return _choice_label(choices, value, get_language())
+
+
+@functools.lru_cache(maxsize=1024)
+def _choice_label(choices: type[models.Choices], value: str, language: str | None) -> str:
+    try:
+        return str(choices(value).label)
+    except ValueError:  # a value outside the vocabulary is shown as it is
+        return value
 
 
 def full_time(moment: dt.datetime) -> str:
