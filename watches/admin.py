@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import DemoProduct, Device, Listing, Watch
 from watches.pausing import PauseResult, pause_listings
+from yasugoro.admin_mixins import PlainActionCheckboxMixin
 
 # (label, url) of a page elsewhere about one listing, e.g. the outbox's notifications for it.
 ListingLink = Callable[[Listing], tuple[str, str]]
@@ -104,7 +105,7 @@ class WatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Listing)
-class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
+class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.ModelAdmin):
     list_display = (
         "name",
         "source",

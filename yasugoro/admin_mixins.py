@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.utils.html import format_html
+from django.utils.translation import gettext
+
 
 class ReadOnlyAdminMixin:
     """For a ModelAdmin or an inline over history that nobody may add to, edit or delete
@@ -19,3 +23,18 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
+
+
+class PlainActionCheckboxMixin:
+    """For a ModelAdmin with actions on a long list: each row's checkbox written out directly,
+    the same HTML Django renders through a form widget template — that template costs more
+    per row than every other cell of an outbox row together."""
+
+    def action_checkbox(self, obj: Any) -> str:
+        label = format_html(gettext("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            ACTION_CHECKBOX_NAME,
+            obj.pk,
+            label,
+        )

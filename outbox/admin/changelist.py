@@ -21,14 +21,16 @@ from outbox.admin.row_detail import RowDetailMixin
 from outbox.models import DUE_STATUSES, TERMINAL, Outbox, Reason, Status
 from outbox.paginator import CappedCountPaginator
 from watches.models import Channel, Listing, Trigger, Watch
-from yasugoro.admin_mixins import ReadOnlyAdminMixin
+from yasugoro.admin_mixins import PlainActionCheckboxMixin, ReadOnlyAdminMixin
 
 # Characters of a listing's name shown in the list; the whole name is the tooltip.
 NAME_CHARS = 28
 
 
 @admin.register(Outbox)
-class OutboxAdmin(ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.ModelAdmin):
+class OutboxAdmin(
+    PlainActionCheckboxMixin, ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.ModelAdmin
+):
     list_display = (
         "id",
         "listing_col",
