@@ -27,6 +27,7 @@ class DispatchRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     list_filter = (("error", admin.EmptyFieldListFilter), "started_at")
     ordering = ("-started_at",)
+    list_per_page = 50
     paginator = CappedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from outbox.models import DUE_STATUSES
 from outbox.overview import WINDOW_LABELS
 from outbox.stats import WINDOWS, due_now, stuck_in_sending
-from watches.models import Listing
+from watches.models import Listing, Watch
 
 
 class SinceFilter(admin.SimpleListFilter):
@@ -82,5 +82,7 @@ class ListingFilter(admin.SimpleListFilter):
             return queryset
         if not value.isdigit():
             return queryset.none()
-        # Through the watches of the listing: a small set, then their rows by index.
-        return queryset.filter(watch__listing_id=int(value))
+        # The listing's watches first (a few), then their rows through the watch index: a
+        # join would have the database walk the whole outbox looking for them.
+        watches = Watch.objects.filter(listing_id=int(value)).values("id")
+        return queryset.filter(watch__in=watches)
