@@ -464,3 +464,19 @@ def test_favicon_ico_is_served_to_every_page(client):
     assert body[:4] == b"\x00\x00\x01\x00"  # an ICO header
     assert response["Cache-Control"] == "public, max-age=86400"
     assert client.post("/favicon.ico").status_code == 405
+
+
+def test_the_fast_result_rows_are_the_rows_django_would_render(admin_client):
+    from django.contrib.admin.templatetags.admin_list import result_list
+
+    from outbox.templatetags.outbox_admin import outbox_result_list
+
+    for status in (Status.PENDING, Status.RETRY, Status.SENT, Status.DROPPED):
+        row_in(status)
+    response = admin_client.get(CHANGELIST_URL)
+    cl = response.context["cl"]
+    ours, django = outbox_result_list(cl), result_list(cl)
+    assert [list(row) for row in ours["results"]] == [list(row) for row in django["results"]]
+    assert ours["result_headers"] == django["result_headers"]
+    assert len(ours["results"]) == 4
+    assert 'class="action-select"' in response.content.decode()
