@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
-from outbox.channels.webpush import WebPushChannel, payload, retry_after_seconds
+from outbox.channels.webpush import WebPushChannel, payload
 from outbox.enqueue import Detection, enqueue, enqueue_many
 from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
@@ -344,12 +344,3 @@ def test_payload_is_trimmed_to_fit_a_push_message():
     assert data["icon"] == ""
     assert len(data["body"]) == 200
     assert set(data) == PAYLOAD_KEYS
-
-
-def test_retry_after_reads_seconds_and_http_dates():
-    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
-    assert retry_after_seconds("120") == 120.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 12:05:00 GMT", now=now) == 300.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0
-    assert retry_after_seconds("soon") is None
-    assert retry_after_seconds(None) is None

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
-from django.conf import settings
-from django.utils.module_loading import import_string
+from common.registry import configured_instance
 
 if TYPE_CHECKING:
     from outbox.models import Outbox
@@ -81,14 +79,6 @@ class Channel(Protocol):
         ...
 
 
-@cache
-def _channel_class(path: str) -> type:
-    return import_string(path)
-
-
 def get_channel(name: str) -> Channel:
-    try:
-        path = settings.OUTBOX_CHANNEL_CLASSES[name]
-    except KeyError:
-        raise LookupError(f"no delivery channel configured for {name!r}") from None
-    return _channel_class(path)()
+    """A new instance of the channel configured as `name` in OUTBOX_CHANNEL_CLASSES."""
+    return configured_instance("OUTBOX_CHANNEL_CLASSES", name, what="delivery channel")
