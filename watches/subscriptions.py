@@ -220,13 +220,3 @@ def clear_subscription(device: Device) -> None:
     device.push_endpoint = device.push_p256dh = device.push_auth = ""
     device.push_active = False
     device.push_subscribed_at = None
-
-
-def deactivate_subscription(device: Device, endpoint: str) -> int:
-    """The push service said `endpoint` is gone: deactivate it — only if it is still the
-    device's endpoint, so a gone answer for an old subscription never switches off the new
-    one the browser registered meanwhile."""
-    updated = Device.objects.filter(pk=device.pk, push_endpoint=endpoint).update(push_active=False)
-    if updated and device.push_endpoint == endpoint:
-        device.push_active = False
-    return updated

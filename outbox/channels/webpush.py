@@ -32,7 +32,7 @@ from common.retry_after import parse_retry_after
 from common.text import clip
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
-from watches.subscriptions import endpoint_allowed
+from watches.services import endpoint_allowed
 
 if TYPE_CHECKING:
     from outbox.models import Outbox
