@@ -145,6 +145,9 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
 
 
 _UNREAD_FIELDS = (
+    # The re-check reads neither of a watch's timestamps (detection does).
+    "watch__created_at",
+    "watch__updated_at",
     "previous_status",
     "reason",
     "detail",

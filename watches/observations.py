@@ -26,14 +26,13 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 
 from common.text import clip
-from watches.history import stats
+from watches.history import PointRow, listing_stats, point_rows
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -42,7 +41,7 @@ from watches.marketplaces.base import (
     get_marketplace,
 )
 from watches.models import Listing, PricePoint, effective_price
-from watches.triggers import LOW_WINDOW, Point, build_history
+from watches.triggers import LOW_WINDOW, Point
 
 log = logging.getLogger("watches.observations")
 
@@ -55,14 +54,8 @@ _STATS = ("typical_price", "low_90")
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
-class _Past(NamedTuple):
-    observed_at: dt.datetime
-    price: int | None
-    shipping: int | None
-    in_stock: bool
-
-    def point(self) -> Point:
-        return Point(self.observed_at, effective_price(self.price, self.shipping), self.in_stock)
+# One past point as `_recent` reads it: (listing id, observed_at, price, shipping, in_stock).
+_Past = PointRow
 
 
 @dataclass(frozen=True)
@@ -72,7 +65,7 @@ class Seen:
     listing: Listing
     result: FetchResult  # what the marketplace said
     observation: Observation | None  # what it tells of price and stock; None for an error
-    past: tuple[Point, ...] = ()  # the listing's history before this observation
+    past: Sequence[Point] = ()  # the listing's history before this observation
 
 
 @dataclass
@@ -91,13 +84,26 @@ class Observations:
         while the marketplace was being asked."""
         with transaction.atomic():
             PricePoint.objects.bulk_create(self.points, batch_size=500)
-            for listings, fields in (
-                (self.observed, [*_OBSERVED, *_STATS]),
-                (self.failed, list(_FAILED)),
-                (self.described, list(_DESCRIPTIVE)),
-            ):
-                if listings:
-                    Listing.objects.bulk_update(listings, fields, batch_size=500)
+            _update(self.observed, (*_OBSERVED, *_STATS))
+            _update(self.failed, _FAILED)
+            _update(self.described, _DESCRIPTIVE)
+
+
+def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
+    """One UPDATE of `fields` per listing, through executemany: Django's bulk_update builds a
+    CASE per field over every id, which costs more than the rows."""
+    if not listings:
+        return
+    model_fields = [Listing._meta.get_field(name) for name in fields]
+    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
+    table = connection.ops.quote_name(Listing._meta.db_table)
+    params = [
+        [f.get_db_prep_save(getattr(listing, f.attname), connection) for f in model_fields]
+        + [listing.pk]
+        for listing in listings
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", params)  # noqa: S608
 
 
 def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
@@ -146,17 +152,18 @@ def observe(answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime) ->
             batch.seen.append(Seen(listing, result, None))
             continue
         # Only what came before this observation (another process may have written since).
-        before = [p for p in past.get(listing.pk, ()) if p.observed_at < observation.observed_at]
+        at = observation.observed_at
+        before = [p for p in past.get(listing.pk, ()) if p[1] < at]
         if _worth_writing(observation, before):
             batch.points.append(PricePoint.from_observation(listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
-        points = tuple(p.point() for p in before)
+        points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
         # The pages sort and chart by these: kept current with every observation, from points
         # already in memory.
         fresh = Point(observation.observed_at, observation.effective_price, observation.in_stock)
-        listing.typical_price, listing.low_90 = stats(
-            build_history([*points, fresh], observation.observed_at)
+        listing.typical_price, listing.low_90 = listing_stats(
+            [*points, fresh], observation.observed_at
         )
         batch.observed.append(listing)
         batch.seen.append(Seen(listing, result, observation, points))
@@ -167,15 +174,9 @@ def _recent(listing_ids: list[int], now: dt.datetime) -> dict[int, list[_Past]]:
     """The last 90 days of points of these listings, oldest first, in one query; a listing
     with none that recent gets its latest point alone (what "unchanged" compares with), in
     one more query."""
-    columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
     by_listing: dict[int, list[_Past]] = defaultdict(list)
-    recent = (
-        PricePoint.objects.filter(listing_id__in=listing_ids, observed_at__gte=now - LOW_WINDOW)
-        .order_by("listing_id", "observed_at", "id")
-        .values_list(*columns)
-    )
-    for listing_id, *point in recent:
-        by_listing[listing_id].append(_Past(*point))
+    for row in point_rows(listing_ids, now - LOW_WINDOW):
+        by_listing[row[0]].append(row)
     stale = [listing_id for listing_id in listing_ids if listing_id not in by_listing]
     if stale:
         latest_id = (
@@ -184,21 +185,18 @@ def _recent(listing_ids: list[int], now: dt.datetime) -> dict[int, list[_Past]]:
             .values("id")[:1]
         )
         latest = PricePoint.objects.filter(listing_id__in=stale, id=Subquery(latest_id))
-        for listing_id, *point in latest.values_list(*columns):
-            by_listing[listing_id].append(_Past(*point))
+        columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+        for row in latest.values_list(*columns):
+            by_listing[row[0]].append(row)
     return by_listing
 
 
 def _worth_writing(observation: Observation, before: list[_Past]) -> bool:
     if not before:
         return True
-    last = before[-1]
-    changed = (last.price, last.shipping, last.in_stock) != (
-        observation.price,
-        observation.shipping,
-        observation.in_stock,
-    )
-    quiet_for = observation.observed_at - last.observed_at
+    _, last_at, *last = before[-1]
+    changed = tuple(last) != (observation.price, observation.shipping, observation.in_stock)
+    quiet_for = observation.observed_at - last_at
     return changed or quiet_for >= dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
 
 
