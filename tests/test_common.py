@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from common.bulk import update_by_id
 from common.registry import configured_instance
 from common.retry_after import MAX_SECONDS, parse_retry_after
 from common.text import clip
@@ -143,3 +144,24 @@ def test_a_url_two_parsers_could_read_differently_is_refused(text, problem):
     with pytest.raises(NotAWebURL) as refused:
         parse_web_url(text)
     assert refused.value.problem == problem
+
+
+# --- bulk update ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
+    from decimal import Decimal
+
+    from tests.factories import WatchFactory
+    from watches.models import Watch
+
+    first, second, untouched = WatchFactory(), WatchFactory(), WatchFactory()
+    rows = [(first.pk, (Decimal("75.50"), NOW)), (second.pk, (None, NOW - dt.timedelta(days=1)))]
+
+    assert update_by_id(Watch, ("last_notified_price", "last_notified_at"), rows) == 2
+    assert update_by_id(Watch, ("last_notified_price",), []) == 0
+
+    values = dict(Watch.objects.values_list("pk", "last_notified_price"))
+    assert values == {first.pk: Decimal("75.50"), second.pk: None, untouched.pk: None}
+    assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)

@@ -11,6 +11,7 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from common.bulk import update_by_id
 from watches.models import Listing, PricePoint, effective_price
 from watches.triggers import LOW_WINDOW, Point, summary
 
@@ -68,11 +69,8 @@ def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) ->
     now = now or timezone.now()
     ids = list(listing_ids)
     points = load_points(ids, now - LOW_WINDOW)
-    params = [(*listing_stats(points.get(pk, ()), now), pk) for pk in ids]
-    table = connection.ops.quote_name(Listing._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {table} SET typical_price = %s, low_90 = %s WHERE id = %s",  # noqa: S608
-            params,
-        )
-    return len(params)
+    return update_by_id(
+        Listing,
+        ("typical_price", "low_90"),
+        ((pk, listing_stats(points.get(pk, ()), now)) for pk in ids),
+    )

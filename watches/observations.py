@@ -28,9 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
+from common.bulk import update_by_id
 from common.text import clip
 from watches.history import PointRow, listing_stats, point_rows
 from watches.marketplaces.base import (
@@ -90,20 +91,11 @@ class Observations:
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
-    """One UPDATE of `fields` per listing, through executemany: Django's bulk_update builds a
-    CASE per field over every id, which costs more than the rows."""
-    if not listings:
-        return
-    model_fields = [Listing._meta.get_field(name) for name in fields]
-    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
-    table = connection.ops.quote_name(Listing._meta.db_table)
-    params = [
-        [f.get_db_prep_save(getattr(listing, f.attname), connection) for f in model_fields]
-        + [listing.pk]
-        for listing in listings
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", params)  # noqa: S608
+    update_by_id(
+        Listing,
+        fields,
+        ((listing.pk, [getattr(listing, name) for name in fields]) for listing in listings),
+    )
 
 
 def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:

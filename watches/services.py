@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from django.db import connection
 from django.db.models import Q
 
+from common.bulk import update_by_id
 from watches.marketplaces.base import FetchResult
 from watches.models import Device, Listing, Watch
 from watches.observations import fetch, observe
@@ -62,21 +62,8 @@ def advance_baselines(delivered: Mapping[int, Decimal | None], now: dt.datetime)
     the value it told (watch id -> value), `last_notified_at` `now`. One UPDATE per watch
     through executemany: Django's bulk_update builds a CASE per row and costs more than the
     rows. Returns how many watches were given."""
-    if not delivered:
-        return 0
-    price_field = Watch._meta.get_field("last_notified_price")
-    at = Watch._meta.get_field("last_notified_at").get_db_prep_save(now, connection)
-    params = [
-        (price_field.get_db_prep_save(value, connection), at, watch_id)
-        for watch_id, value in delivered.items()
-    ]
-    table = connection.ops.quote_name(Watch._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {table} SET last_notified_price = %s, last_notified_at = %s WHERE id = %s",  # noqa: S608
-            params,
-        )
-    return len(params)
+    fields = ("last_notified_price", "last_notified_at")
+    return update_by_id(Watch, fields, ((pk, (value, now)) for pk, value in delivered.items()))
 
 
 def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:
