@@ -75,6 +75,17 @@ def test_dispatch_sends_the_refetched_price_encrypted_and_vapid_signed(
     assert received.topic == f"w{watch.pk}-target_price"
 
 
+def test_the_push_services_answer_is_kept_in_the_sent_event(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(202)
+
+    call_command("dispatch_outbox")
+
+    event = OutboxEvent.objects.get(outbox=row, to_status=Status.SENT)
+    assert event.data["delivery"] == {"status_code": 202}
+
+
 def test_back_in_stock_goes_out_with_high_urgency(client, push_service):
     device = subscribe(client, push_service.new_subscriber())
     watch, row = watch_with_pending_row(device, trigger=Trigger.BACK_IN_STOCK, target_price=None)
