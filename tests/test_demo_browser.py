@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import random
 
-import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from demo.market import tick
@@ -17,18 +15,6 @@ from demo.seed import seed_demo
 from tests.browser import ARTIFACTS, BROWSER_MARKS
 
 pytestmark = BROWSER_MARKS
-
-
-@pytest.fixture
-def staff_page(browser, live_server):
-    User.objects.create_superuser("ops", "ops@example.test", "correct horse battery")
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "ops")
-    page.fill("#id_password", "correct horse battery")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/")
-    return page
 
 
 def test_a_price_changed_in_the_admin_changelist_is_kept_by_the_tick(staff_page, live_server):

@@ -5,16 +5,15 @@ input is one clear line and changes nothing."""
 from __future__ import annotations
 
 import datetime as dt
-import io
 import zoneinfo
 
 import pytest
 import time_machine
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from demo.management.commands.demo_market import product_line
 from demo.models import DemoProduct
+from tests.commands import output_lines
 from tests.factories import DemoProductFactory
 
 pytestmark = pytest.mark.django_db
@@ -23,9 +22,7 @@ NOW = dt.datetime(2026, 12, 1, 10, 0, tzinfo=zoneinfo.ZoneInfo("Asia/Tokyo"))
 
 
 def demo_market(*args: str) -> list[str]:
-    out = io.StringIO()
-    call_command("demo_market", *args, stdout=out)
-    return out.getvalue().splitlines()
+    return output_lines("demo_market", *args)
 
 
 @pytest.fixture(autouse=True)

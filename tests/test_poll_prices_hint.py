@@ -4,15 +4,14 @@ and when the next one falls due, instead of a bare row of zeros; `--force` polls
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import zoneinfo
 
 import pytest
 import time_machine
-from django.core.management import call_command
 
 from demo.seed import seed_demo
+from tests.commands import output_lines
 from tests.factories import ListingFactory
 from watches.models import Listing
 from watches.polling import next_due_at
@@ -23,9 +22,7 @@ NOW = dt.datetime(2026, 12, 1, 10, 0, tzinfo=zoneinfo.ZoneInfo("Asia/Tokyo"))
 
 
 def poll_prices(*args: str) -> list[str]:
-    out = io.StringIO()
-    call_command("poll_prices", *args, stdout=out)
-    return out.getvalue().splitlines()
+    return output_lines("poll_prices", *args)
 
 
 @pytest.fixture
