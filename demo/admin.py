@@ -4,6 +4,7 @@ simulated fault and watch the outbox react."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -32,6 +33,8 @@ class DemoProductAdmin(admin.ModelAdmin):
     list_editable = ("price", "in_stock", "fault")
     list_filter = ("in_stock", "category", "fault")
     search_fields = ("item_code", "name")
+    # An image address typed without a scheme is taken as https (Django 6's default).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def get_queryset(self, request) -> QuerySet[DemoProduct]:
         # What polling last saw of this product on the demo marketplace, beside what staff
