@@ -47,6 +47,7 @@ test-reliability: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .

@@ -23,9 +23,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
-from watches.models import Channel, DemoProduct, Device, Listing, Watch
+from watches.models import Channel, Device, Listing, Watch
 
 
 def build_rows() -> None:

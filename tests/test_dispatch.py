@@ -12,13 +12,14 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.channels.base import DeliveryError, DeliveryKind
 from outbox.dispatch import backoff, claim_due, recover_expired_leases, run_cycle
 from outbox.models import DispatchRun, Outbox, OutboxEvent, Reason, Status
 from outbox.transitions import transition
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
-from watches.models import Channel, DemoProduct, PricePoint
+from watches.models import Channel, PricePoint
 
 pytestmark = pytest.mark.django_db
 

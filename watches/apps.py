@@ -5,14 +5,9 @@ from django.db.models.signals import post_migrate
 def _ensure_schedules(sender, **kwargs) -> None:
     from django.conf import settings
 
-    from yasugoro.schedules import ensure_schedule, remove_schedule
+    from yasugoro.schedules import ensure_schedule
 
     ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_MINUTES)
-    if settings.DEMO_TICK:
-        ensure_schedule("demo-tick", "watches.tasks.demo_tick", minutes=settings.DEMO_TICK_MINUTES)
-    else:
-        # A demo market must never keep moving where the demo is switched off.
-        remove_schedule("demo-tick")
 
 
 class WatchesConfig(AppConfig):

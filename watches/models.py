@@ -251,31 +251,3 @@ class Watch(models.Model):
     @property
     def is_live(self) -> bool:
         return self.removed_at is None and not self.paused
-
-
-class DemoProduct(models.Model):
-    """The built-in demo marketplace's catalogue. Staff edit price, stock and even a simulated
-    fault in admin, and watch the outbox react."""
-
-    class Fault(models.TextChoices):
-        NONE = "", _("None (answers normally)")
-        RATE_LIMITED = "rate_limited", _("Rate limited")
-        SERVER = "server", _("Server error")
-        NETWORK = "network", _("Network error")
-        BAD_RESPONSE = "bad_response", _("Malformed response")
-
-    item_code = models.CharField(max_length=100, unique=True)
-    name = models.CharField(max_length=500)
-    shop_name = models.CharField(max_length=200, default="Yasugoro Demo Shop")
-    category = models.CharField(max_length=100, blank=True)
-    image_url = models.URLField(max_length=1000, blank=True)
-    units_per_pack = models.PositiveIntegerField(null=True, blank=True)
-    unit_label = models.CharField(max_length=20, blank=True)
-    price = models.PositiveIntegerField()
-    shipping = models.PositiveIntegerField(null=True, blank=True)
-    in_stock = models.BooleanField(default=True)
-    fault = models.CharField(max_length=20, choices=Fault.choices, blank=True, default="")
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.item_code} {self.name}"

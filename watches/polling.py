@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from outbox.enqueue import Detection, enqueue_many
@@ -81,9 +81,29 @@ def due_listings(
     if source is not None:
         queryset = queryset.filter(source=source)
     if not force:
-        cutoff = now - dt.timedelta(minutes=settings.POLL_MINUTES) / 2
+        cutoff = now - _due_after()
         queryset = queryset.filter(Q(last_polled_at__isnull=True) | Q(last_polled_at__lte=cutoff))
     return queryset.order_by(F("last_polled_at").asc(nulls_first=True), "id")
+
+
+def next_due_at() -> dt.datetime | None:
+    """When the least recently polled active listing falls due, by the rule of
+    `due_listings` (now or earlier when one is due already); None when no listing is
+    active."""
+    oldest = Listing.objects.filter(paused=False).aggregate(
+        never=Count("pk", filter=Q(last_polled_at__isnull=True)),
+        active=Count("pk"),
+        oldest=Min("last_polled_at"),
+    )
+    if not oldest["active"]:
+        return None
+    if oldest["never"]:
+        return timezone.now()
+    return oldest["oldest"] + _due_after()
+
+
+def _due_after() -> dt.timedelta:
+    return dt.timedelta(minutes=settings.POLL_MINUTES) / 2
 
 
 def poll(

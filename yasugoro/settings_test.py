@@ -8,6 +8,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 # Production settings refuse to start without a VAPID subject when DEBUG is off.
 os.environ.setdefault("VAPID_SUBJECT", "mailto:tests@yasugoro.example")
+# The tests move prices on the demo marketplace, whatever else is configured.
+os.environ.setdefault("DEMO_MARKET", "1")
 
 from yasugoro.settings import *  # noqa: F403
 
