@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
-from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from watches import devices, intake, search, watchlist
+from watches import devices, intake, search, throttle, watchlist
 from watches.charts import price_chart
 from watches.forms import AddByLinkForm, WatchForm
 from watches.history import load_points
@@ -61,7 +59,7 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
         return redirect(reverse("home") + "#add")
     form = AddByLinkForm(request.POST)
     if form.is_valid():
-        if not _add_allowed(request):
+        if not throttle.allow(request, "add-by-link", ADD_PER_MINUTE):
             form.add_error(
                 "link", _("You added several items just now. Wait a minute and try again.")
             )
@@ -73,26 +71,6 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("listing", listing.pk)
     return _render_home(request, form)
-
-
-def _add_allowed(request: HttpRequest) -> bool:
-    key = f"add-by-link:{_client_address(request)}"
-    if cache.add(key, 1, timeout=60):
-        return True
-    try:
-        return cache.incr(key) <= ADD_PER_MINUTE
-    except ValueError:  # expired between add and incr
-        return True
-
-
-def _client_address(request: HttpRequest) -> str:
-    """Who is asking, for a per-person limit. Behind our reverse proxy (BEHIND_PROXY) every
-    request comes from the proxy, so the address it appended to X-Forwarded-For is used: the
-    last one, the only one the proxy vouches for (earlier ones are whatever the client sent)."""
-    forwarded = request.headers.get("X-Forwarded-For", "")
-    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
-        return forwarded.rsplit(",", 1)[-1].strip()[:64]
-    return request.META.get("REMOTE_ADDR", "")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
