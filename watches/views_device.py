@@ -31,6 +31,10 @@ from watches.subscriptions import (
 
 # The header the service worker sets on /push/resubscribe (see `push_resubscribe`).
 WORKER_HEADER = "X-Yasugoro-Push"
+# The transfer pages carry a token in their URL (or body). `same-origin`: the token never
+# leaves in a Referer to another site, while our own forms keep a real Origin — under
+# `no-referrer` Chromium sends `Origin: null`, which the CSRF check rightly refuses.
+TRANSFER_REFERRER_POLICY = "same-origin"
 # A browser subscribes once, and again when its subscription rotates: more than this from one
 # address in a minute is a script making devices.
 SUBSCRIBE_PER_MINUTE = 10
@@ -44,10 +48,13 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return _render_settings(request, devices.get_device(request))
 
 
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def create_transfer(request: HttpRequest) -> HttpResponse:
-    """Make a one-time link to move this device to another browser. The link is shown on
-    this response only: the database keeps just its hash."""
+    """POST makes a one-time link to move this device to another browser. The link is shown
+    on this response only: the database keeps just its hash. A GET (the language switch
+    coming back to this page, a reload) goes to the settings page and makes nothing."""
+    if request.method != "POST":
+        return redirect(reverse("device-settings") + "#move-h")
     device = devices.get_device(request)
     if device is None:
         messages.info(request, _("This browser has nothing to move yet."))
@@ -55,7 +62,7 @@ def create_transfer(request: HttpRequest) -> HttpResponse:
     token = devices.create_transfer_link(device)
     link = request.build_absolute_uri(reverse("device-transfer", args=[token]))
     response = _render_settings(request, device, transfer_link=link)
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = TRANSFER_REFERRER_POLICY
     return response
 
 
@@ -78,7 +85,7 @@ def transfer(request: HttpRequest, token: str) -> HttpResponse:
         else:
             messages.success(request, _("This browser now holds your watches."))
             response = redirect("device-settings")
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = TRANSFER_REFERRER_POLICY
     return response
 
 
