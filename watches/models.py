@@ -221,6 +221,12 @@ class Watch(models.Model):
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     last_notified_at = models.DateTimeField(null=True, blank=True)
+    # The latest detection this watch could not be told about because its device could not
+    # be reached (notifications off): the effective price then, and when it was first seen
+    # at that price. Shown on the history page as "we would have told you". Written by
+    # polling through watches.missed, never by the outbox.
+    missed_price = models.PositiveIntegerField(null=True, blank=True)
+    missed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

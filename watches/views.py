@@ -122,7 +122,7 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
             "chart": chart,
             "nav": "listing",
             "form": form,
-            "mine": watchlist.rows_for(mine, now),
+            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
             "device": device,
             "push_active": devices.push_active(device),
         },
