@@ -54,7 +54,9 @@ def test_the_whole_transfer_between_two_browsers(browser, live_server, listing):
         new.locator("footer form.lang button[type=submit]").click()
     assert switched.value.status == 302
     new.wait_for_url(link)
-    assert new.get_by_role("heading", level=1).inner_text() == "ウォッチをこのブラウザに移しますか？"
+    assert (
+        new.get_by_role("heading", level=1).inner_text() == "ウォッチをこのブラウザに移しますか？"
+    )
 
     # "Move them here", in Japanese now.
     with new.expect_response(lambda r: r.request.method == "POST") as moved:

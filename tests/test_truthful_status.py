@@ -160,9 +160,7 @@ def test_a_miss_made_old_news_by_a_later_notification_is_not_shown(client, clock
 
 
 def test_once_notifications_are_on_a_miss_says_they_were_off_then(client, clock):
-    WatchFactory(
-        device=push_on(client), target_price=600, missed_price=520, missed_at=T0
-    )
+    WatchFactory(device=push_on(client), target_price=600, missed_price=520, missed_at=T0)
     body = client.get("/notifications/").content.decode()
     assert "We would have told you: ¥520 on 12/1." in body
     assert "Notifications were off then." in body

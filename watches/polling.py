@@ -34,7 +34,6 @@ from django.utils import timezone
 from outbox.enqueue import Detection, enqueue_many
 from watches import pagecache
 from watches.history import stats
-from watches.missed import record_missed
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -42,6 +41,7 @@ from watches.marketplaces.base import (
     Observation,
     get_marketplace,
 )
+from watches.missed import record_missed
 from watches.models import Listing, PricePoint, Watch
 from watches.triggers import LOW_WINDOW, History, Judgement, Point, build_history, detect
 

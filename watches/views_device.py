@@ -136,7 +136,9 @@ def push_subscribe(request: HttpRequest) -> JsonResponse:
         response = JsonResponse(
             {
                 "ok": False,
-                "error": _("Too many subscriptions from this address. Wait a minute and try again."),
+                "error": _(
+                    "Too many subscriptions from this address. Wait a minute and try again."
+                ),
             },
             status=429,
         )
