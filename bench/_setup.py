@@ -1,13 +1,17 @@
-"""Shared start-up for bench scripts: a throw-away SQLite file database, migrated."""
+"""Shared start-up for bench scripts: a throw-away database — a SQLite file, or a PostgreSQL
+database the bench creates itself (never `test`) — migrated, and removed at exit."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+PG_SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
 def django_on_temp_sqlite(name: str) -> Path:
@@ -31,3 +35,47 @@ def django_on_temp_sqlite(name: str) -> Path:
 
     call_command("migrate", verbosity=0)
     return path
+
+
+def postgres_available() -> bool:
+    return (
+        subprocess.run(
+            ["psql", f"{PG_SERVER}/postgres", "-Atc", "select 1"], capture_output=True
+        ).returncode
+        == 0
+    )
+
+
+def django_on_temp_postgres(name: str) -> str:
+    """Create database `yasugoro_bench_<name>` on the local PostgreSQL (dropped at exit),
+    point Django at it and migrate. Returns its URL."""
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    database = f"yasugoro_bench_{name}"
+    admin = ["psql", f"{PG_SERVER}/postgres", "-q", "-c"]
+    subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'], check=True)
+    subprocess.run([*admin, f'CREATE DATABASE "{database}"'], check=True)
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'])
+
+    atexit.register(drop)
+    folder = Path(tempfile.mkdtemp(prefix=f"yasugoro-{name}-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    url = f"{PG_SERVER}/{database}"
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yasugoro.settings")
+    os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("VAPID_SUBJECT", "mailto:bench@example.invalid")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("YASUGORO_VAR_DIR", str(folder))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
