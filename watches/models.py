@@ -97,6 +97,10 @@ class Listing(models.Model):
         if update_fields is not None and {"name", "category"} & set(update_fields):
             kwargs["update_fields"] = {*update_fields, "search_text"}
         super().save(*args, **kwargs)
+        # A listing saved one by one (staff, add by link, the demo seed) shows at once.
+        from watches.pagecache import prices_changed
+
+        prices_changed()
 
     @property
     def effective_price(self) -> int | None:

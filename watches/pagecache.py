@@ -16,10 +16,15 @@ import time
 from collections.abc import Callable
 
 from django.core.cache import caches
+from django.http import HttpRequest
+from django.middleware.csrf import get_token
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language
 
 CACHE = "pages"
+# A form fragment is rendered with this in place of the CSRF token, which is each visitor's
+# own: `with_csrf` puts the request's token in.
+CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
 FRAGMENT_SECONDS = 10 * 60
 
@@ -52,3 +57,8 @@ def fragment(name: str, parts: tuple, render: Callable[[], str]) -> SafeString:
         html = str(render())
         cache.set(key, html, timeout=FRAGMENT_SECONDS)
     return mark_safe(html)  # noqa: S308 (our own rendered template output)
+
+
+def with_csrf(request: HttpRequest, html: str) -> SafeString:
+    """A cached form fragment with this request's CSRF token in it."""
+    return mark_safe(html.replace(CSRF_PLACEHOLDER, get_token(request)))  # noqa: S308
