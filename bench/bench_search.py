@@ -13,9 +13,7 @@ what `for_listing` would give (set-up, not measured).
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -142,16 +140,9 @@ def main() -> None:
         run_one(sys.argv[2])
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _setup import postgres_available
+    from _setup import each_database
 
-    vendors = ["sqlite"] + (["postgresql"] if postgres_available() else [])
-    if len(vendors) == 1:
-        print("PostgreSQL is not reachable: measuring SQLite only")
-    for vendor in vendors:
-        # One process per database: Django's settings are read once.
-        subprocess.run(
-            [sys.executable, __file__, str(ROUNDS), vendor], check=True, env={**os.environ}
-        )
+    each_database(__file__, [str(ROUNDS)])
 
 
 main()
