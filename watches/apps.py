@@ -10,9 +10,19 @@ def _ensure_schedules(sender, **kwargs) -> None:
     ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_MINUTES)
 
 
+def _ensure_search_index(sender, using="default", **kwargs) -> None:
+    from django.db import connections
+
+    from watches.search_index import install
+
+    install(connections[using])
+
+
 class WatchesConfig(AppConfig):
     name = "watches"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
+        # A table rebuilt by a later migration loses its search triggers: put them back.
+        post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")

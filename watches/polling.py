@@ -32,6 +32,7 @@ from django.db.models import Count, F, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from outbox.enqueue import Detection, enqueue_many
+from watches import pagecache
 from watches.history import stats
 from watches.marketplaces.base import (
     FetchError,
@@ -40,6 +41,7 @@ from watches.marketplaces.base import (
     Observation,
     get_marketplace,
 )
+from watches.missed import record_missed
 from watches.models import Listing, PricePoint, Watch
 from watches.triggers import LOW_WINDOW, History, Judgement, Point, build_history, detect
 
@@ -165,6 +167,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
 
     new_points: list[PricePoint] = []
     detections: list[Detection] = []
+    missed: list[tuple[Watch, Observation]] = []
     seen: list[Listing] = []
     failed: list[Listing] = []
     described: list[Listing] = []
@@ -198,7 +201,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
         watches = watches_by_listing.get(listing.pk)
         if watches:
             history = build_history(past, observation.observed_at)
-            detections.extend(_judge(listing, observation, history, watches))
+            detections.extend(_judge(listing, observation, history, watches, missed))
 
     # Each group writes only the fields this run learned: staff may have edited the rest
     # (a name, units per pack, `paused`) while the batch was being fetched.
@@ -219,6 +222,8 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
         _update(failed, ["last_error", "last_error_at", "last_polled_at"])
         _update(described, list(_DESCRIPTIVE))
         result.enqueued = enqueue_many(detections, now=now)
+        record_missed(missed)
+    pagecache.prices_changed()
     result.points = len(new_points)
     return result
 
@@ -285,8 +290,8 @@ def _recent_points(listing_ids: list[int], now: dt.datetime) -> dict[int, list[P
 
 def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
     """Live watches (not removed, not paused) of these listings, with their devices, in one
-    query. Watches whose device cannot be reached are left out: enqueueing for them would
-    only drop `no_subscription` again at every poll."""
+    query. Watches whose device cannot be reached are judged too: what they would have been
+    told is kept on the watch (watches.missed), not enqueued."""
     by_listing: dict[int, list[Watch]] = defaultdict(list)
     watches = (
         Watch.live.filter(listing_id__in=listing_ids, paused=False)
@@ -294,8 +299,7 @@ def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
         .order_by("id")
     )
     for watch in watches:
-        if watch.device.can_receive:
-            by_listing[watch.listing_id].append(watch)
+        by_listing[watch.listing_id].append(watch)
     return by_listing
 
 
@@ -337,12 +341,19 @@ def _point(point: PricePoint | Observation) -> Point:
 
 
 def _judge(
-    listing: Listing, observation: Observation, history: History, watches: list[Watch]
+    listing: Listing,
+    observation: Observation,
+    history: History,
+    watches: list[Watch],
+    missed: list[tuple[Watch, Observation]],
 ) -> list[Detection]:
     detections = []
     for watch in watches:
         judgement = detect(watch, listing.units_per_pack, observation, history)
-        if judgement.holds:
+        if judgement.holds and not watch.device.can_receive:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
+            missed.append((watch, observation))
+        elif judgement.holds:
             payload = snapshot(watch, listing, observation, history, judgement)
             detections.append(Detection.for_watch(watch, observation.observed_at, payload))
     return detections

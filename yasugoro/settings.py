@@ -246,13 +246,29 @@ if DEMO_MARKET:
 REDIS_URL = env_str("REDIS_URL")
 # Throttles (the test-notification cooldown) must be shared by every web process: on Redis
 # when there is one, else in the process (fine for the single process of `make run`).
+# Page fragments (watches.pagecache) and the prices version that invalidates them must be
+# shared by the web processes and the cluster that polls: Redis, or files under var/.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "yasugoro",
-        }
+        },
+        "pages": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "yasugoro",
+        },
+    }
+else:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "pages": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "pages"),
+            "OPTIONS": {"MAX_ENTRIES": 5000},
+        },
     }
 Q_CLUSTER = {
     "name": "yasugoro",
