@@ -29,10 +29,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
 from outbox.models import Status
-from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
+from watches.models import Channel, Device, Listing, Trigger, Watch
 
 
 class _Server(ThreadingHTTPServer):

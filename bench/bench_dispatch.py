@@ -35,10 +35,11 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
 from outbox.models import Outbox
-from watches.models import Channel, DemoProduct, Device, Listing, PricePoint, Watch
+from watches.models import Channel, Device, Listing, PricePoint, Watch
 
 
 def build_rows() -> None:

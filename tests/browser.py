@@ -48,3 +48,18 @@ def browser(monkeypatch, transactional_db):
             # which nothing else closes: close it, or PostgreSQL refuses to drop the test
             # database ("accessed by other users").
             connections.close_all()
+
+
+@pytest.fixture
+def staff_page(browser, live_server):
+    """A page of a superuser logged in through the admin's own login form, on /admin/."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_superuser("ops", "ops@example.test", "correct horse battery")
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", "correct horse battery")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+    return page

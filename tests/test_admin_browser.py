@@ -7,8 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import random
 
-import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from outbox.models import Reason, Status
@@ -87,23 +85,11 @@ def seed_a_month() -> None:
     DispatchRunFactory(started_at=now - dt.timedelta(seconds=40), claimed=3, sent=2, dropped=1)
 
 
-@pytest.fixture
-def browser_page(browser, live_server):
-    User.objects.create_superuser("ops", "ops@example.test", "correct horse battery")
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "ops")
-    page.fill("#id_password", "correct horse battery")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/")
-    return page
-
-
-def test_overview_screenshot(browser_page, live_server):
+def test_overview_screenshot(staff_page, live_server):
     from playwright.sync_api import expect
 
     seed_a_month()
-    page = browser_page
+    page = staff_page
     ARTIFACTS.mkdir(exist_ok=True)
 
     page.goto(f"{live_server.url}/admin/")

@@ -12,6 +12,7 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.channels.base import DeliveryError, DeliveryKind
 from outbox.claims import claim_due, recover_expired_leases
 from outbox.dispatch import run_cycle
@@ -20,7 +21,7 @@ from outbox.retries import backoff
 from outbox.transitions import Fence, Outcome, transition
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
-from watches.models import Channel, DemoProduct, PricePoint
+from watches.models import Channel, PricePoint
 
 pytestmark = pytest.mark.django_db
 

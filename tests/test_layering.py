@@ -14,16 +14,17 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from demo.models import DemoProduct
 from outbox.dispatch import run_cycle
 from outbox.models import Outbox, Reason, Status
 from tests.factories import ListingFactory, SubscribedDeviceFactory, WatchFactory
 from tests.fakes.push_service import b64url
 from tests.outbox_helpers import enqueue_for
-from watches.models import DemoProduct, Device, Listing, PricePoint, Watch
+from watches.models import Device, Listing, PricePoint, Watch
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ("common", "outbox", "watches", "yasugoro")
+PACKAGES = ("common", "outbox", "watches", "yasugoro", "demo")
 
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess:

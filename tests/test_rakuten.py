@@ -223,13 +223,16 @@ def test_rakuten_is_registered_when_an_application_id_is_set():
         "print(json.dumps(settings.MARKETPLACE_ADAPTERS))"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "yasugoro.settings", "RAKUTEN_APP_ID": "x"}
+    env.pop("DEMO_MARKET", None)  # set for the test process by the test settings
+    env.pop("DEBUG", None)
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
     )
     adapters = json.loads(out.stdout)
     assert adapters["rakuten"] == "watches.marketplaces.rakuten.RakutenMarketplace"
-    assert adapters["demo"] == "watches.marketplaces.demo.DemoMarketplace"
+    # A production with a real marketplace runs no demo (tests/test_demo_app.py).
+    assert "demo" not in adapters
 
 
 # --- the dispatcher maps each kind ----------------------------------------------------------

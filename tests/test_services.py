@@ -8,10 +8,11 @@ from decimal import Decimal
 import pytest
 import time_machine
 
+from demo.models import DemoProduct
 from tests.factories import ListingFactory, SubscribedDeviceFactory, WatchFactory
 from watches import services
 from watches.marketplaces.base import FetchError, FetchKind, Observation
-from watches.models import DemoProduct, Device, Listing, PricePoint
+from watches.models import Device, Listing, PricePoint
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +104,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "advance_baselines",
         "deactivate_gone_subscriptions",
         "endpoint_allowed",
+        "missed_for",
         "pause_listings",
         "refetch",
     ]

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from demo.market import set_product
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
 from outbox.channels.webpush import WebPushChannel, payload
@@ -20,7 +21,6 @@ from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import ListingFactory, WatchFactory
 from tests.fakes.push_service import FakePushService, subscribe
-from watches.demo import set_product
 from watches.models import Device, Trigger
 
 pytestmark = pytest.mark.django_db

@@ -5,14 +5,17 @@ from django.db.models.signals import post_migrate
 def _ensure_schedules(sender, **kwargs) -> None:
     from django.conf import settings
 
-    from yasugoro.schedules import ensure_schedule, remove_schedule
+    from yasugoro.schedules import ensure_schedule
 
     ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_MINUTES)
-    if settings.DEMO_TICK:
-        ensure_schedule("demo-tick", "watches.tasks.demo_tick", minutes=settings.DEMO_TICK_MINUTES)
-    else:
-        # A demo market must never keep moving where the demo is switched off.
-        remove_schedule("demo-tick")
+
+
+def _ensure_search_index(sender, using="default", **kwargs) -> None:
+    from django.db import connections
+
+    from watches.search_index import install
+
+    install(connections[using])
 
 
 class WatchesConfig(AppConfig):
@@ -21,3 +24,5 @@ class WatchesConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
+        # A table rebuilt by a later migration loses its search triggers: put them back.
+        post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")

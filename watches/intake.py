@@ -96,8 +96,9 @@ def _parse_url(text: str) -> ItemRef:
                 code="not_item_page",
             )
         raise IntakeError(
-            _("%(host)s is not supported. Yasugoro follows Rakuten Ichiba items for now.")
-            % {"host": clip(host, 60)},
+            _("Yasugoro cannot follow items on %(host)s.") % {"host": clip(host, 60)}
+            + " "
+            + _what_can_be_added(),
             code="unknown_host",
         )
     if port not in (80, 443):
@@ -139,10 +140,22 @@ def _enabled(ref: ItemRef) -> ItemRef:
     if ref.source not in settings.MARKETPLACE_ADAPTERS:
         label = Source(ref.source).label
         raise IntakeError(
-            _("%(marketplace)s is not available on this server.") % {"marketplace": label},
+            _("This Yasugoro is not connected to %(marketplace)s, so its items cannot be added.")
+            % {"marketplace": label}
+            + " "
+            + _what_can_be_added(),
             code="unknown_source",
         )
     return ref
+
+
+def _what_can_be_added() -> str:
+    """What this server can really follow, in words (it depends on its marketplaces)."""
+    if Source.RAKUTEN in settings.MARKETPLACE_ADAPTERS:
+        return _(
+            "Paste the address of a Rakuten Ichiba item (https://item.rakuten.co.jp/shop/item/)."
+        )
+    return _("Here you can watch the demo market's items: search for them above.")
 
 
 def fetch_first(ref: ItemRef) -> Observation:

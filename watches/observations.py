@@ -13,7 +13,8 @@ whole batch) and applies the rule in memory; `Observations.save` then writes it 
   links), and gets `typical_price` and `low_90` recomputed from its history with this
   observation in it;
 - an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
-  (`last_polled_at`), so a failing listing waits its turn like the others.
+  (`last_polled_at`), so a failing listing waits its turn like the others;
+- once saved, the cached pages that show prices are stale (`watches.pagecache`).
 
 `fetch` asks one marketplace about item codes and never raises: an adapter that crashes or
 leaves a code unanswered gives `bad_response` for it.
@@ -33,6 +34,7 @@ from django.db.models import OuterRef, Subquery
 
 from common.bulk import update_by_id
 from common.text import clip
+from watches import pagecache
 from watches.history import PointRow, listing_stats, point_rows
 from watches.marketplaces.base import (
     FetchError,
@@ -88,6 +90,10 @@ class Observations:
             _update(self.observed, (*_OBSERVED, *_STATS))
             _update(self.failed, _FAILED)
             _update(self.described, _DESCRIPTIVE)
+            if self.observed:
+                # Cached pages show prices: stale once this is committed, not before (a page
+                # rendered in between would cache the old ones under the new version).
+                transaction.on_commit(pagecache.prices_changed)
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:

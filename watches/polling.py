@@ -31,11 +31,12 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
 from outbox.enqueue import Detection, enqueue_many
 from watches.marketplaces.base import Observation
+from watches.missed import record_missed
 from watches.models import Listing, Watch
 from watches.observations import fetch, observe
 from watches.triggers import History, Judgement, build_history, detect
@@ -78,9 +79,29 @@ def due_listings(
     if source is not None:
         queryset = queryset.filter(source=source)
     if not force:
-        cutoff = now - dt.timedelta(minutes=settings.POLL_MINUTES) / 2
+        cutoff = now - _due_after()
         queryset = queryset.filter(Q(last_polled_at__isnull=True) | Q(last_polled_at__lte=cutoff))
     return queryset.order_by(F("last_polled_at").asc(nulls_first=True), "id")
+
+
+def next_due_at() -> dt.datetime | None:
+    """When the least recently polled active listing falls due, by the rule of
+    `due_listings` (now or earlier when one is due already); None when no listing is
+    active."""
+    oldest = Listing.objects.filter(paused=False).aggregate(
+        never=Count("pk", filter=Q(last_polled_at__isnull=True)),
+        active=Count("pk"),
+        oldest=Min("last_polled_at"),
+    )
+    if not oldest["active"]:
+        return None
+    if oldest["never"]:
+        return timezone.now()
+    return oldest["oldest"] + _due_after()
+
+
+def _due_after() -> dt.timedelta:
+    return dt.timedelta(minutes=settings.POLL_MINUTES) / 2
 
 
 def poll(
@@ -140,6 +161,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
     observations = observe([(listing, fetched[listing.item_code]) for listing in listings], now)
     watches_by_listing = _live_watches([listing.pk for listing in listings])
     detections: list[Detection] = []
+    missed: list[tuple[Watch, Observation]] = []
     for seen in observations.seen:
         if seen.observation is None:
             result.errors += 1
@@ -148,19 +170,20 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
         watches = watches_by_listing.get(seen.listing.pk)
         if watches:
             history = build_history(seen.past, seen.observation.observed_at)
-            detections.extend(_judge(seen.listing, seen.observation, history, watches))
+            detections.extend(_judge(seen.listing, seen.observation, history, watches, missed))
 
     with transaction.atomic():
         observations.save()
         result.enqueued = enqueue_many(detections, now=now)
+        record_missed(missed)
     result.points = len(observations.points)
     return result
 
 
 def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
     """Live watches (not removed, not paused) of these listings, with their devices, in one
-    query. Watches whose device cannot be reached are left out: enqueueing for them would
-    only drop `no_subscription` again at every poll."""
+    query. Watches whose device cannot be reached are judged too: what they would have been
+    told is kept on the watch (watches.missed), not enqueued."""
     by_listing: dict[int, list[Watch]] = defaultdict(list)
     watches = (
         Watch.live.filter(listing_id__in=listing_ids, paused=False)
@@ -168,18 +191,24 @@ def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
         .order_by("id")
     )
     for watch in watches:
-        if watch.device.can_receive:
-            by_listing[watch.listing_id].append(watch)
+        by_listing[watch.listing_id].append(watch)
     return by_listing
 
 
 def _judge(
-    listing: Listing, observation: Observation, history: History, watches: list[Watch]
+    listing: Listing,
+    observation: Observation,
+    history: History,
+    watches: list[Watch],
+    missed: list[tuple[Watch, Observation]],
 ) -> list[Detection]:
     detections = []
     for watch in watches:
         judgement = detect(watch, listing.units_per_pack, observation, history)
-        if judgement.holds:
+        if judgement.holds and not watch.device.can_receive:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
+            missed.append((watch, observation))
+        elif judgement.holds:
             payload = snapshot(watch, listing, observation, history, judgement)
             detections.append(Detection.for_watch(watch, observation.observed_at, payload))
     return detections

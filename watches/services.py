@@ -11,7 +11,9 @@ records every write of a dispatch cycle at the SQL level, keep it so):
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
 - `pause_listings`: staff stopped tracking listings;
-- `endpoint_allowed`: whether a push endpoint is on the allowlist (read-only).
+- `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
+  device would have been told while its notifications were off (both read-only, for the
+  outbox's channel and pages).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.db.models import Q
 
 from common.bulk import update_by_id
 from watches.marketplaces.base import FetchResult
+from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
 from watches.observations import fetch, observe
 from watches.subscriptions import endpoint_allowed
@@ -33,6 +36,7 @@ __all__ = [
     "advance_baselines",
     "deactivate_gone_subscriptions",
     "endpoint_allowed",
+    "missed_for",
     "pause_listings",
     "refetch",
 ]

@@ -71,6 +71,9 @@ def parse_json_body(body: bytes, content_type: str) -> Any:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise InvalidSubscription("The request body is not valid JSON.") from None
+    except RecursionError:
+        # ~1,000 nested brackets (2 KB, well under the size limit) exhaust the parser's stack.
+        raise InvalidSubscription("The request body is nested too deeply.") from None
 
 
 def parse_subscription(data: Any) -> Subscription:

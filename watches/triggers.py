@@ -297,6 +297,17 @@ def recheck(
     return Judgement(True, "", value, line)
 
 
+def already_told(watch: WatchLike, value: Decimal | None) -> bool:
+    """A notification was delivered at `value` or lower: by itself, `value` is no news (only
+    a further drop is, or going back above the line and crossing it again)."""
+    return (
+        value is not None
+        and watch.last_notified_at is not None
+        and watch.last_notified_price is not None
+        and value >= Decimal(watch.last_notified_price)
+    )
+
+
 def _rearmed(
     watch: WatchLike,
     value: Decimal,
@@ -304,9 +315,7 @@ def _rearmed(
     history: History,
     units_per_pack: int | None,
 ) -> bool:
-    if watch.last_notified_at is None or watch.last_notified_price is None:
-        return True
-    if value < Decimal(watch.last_notified_price):
+    if not already_told(watch, value):
         return True
     highest = history.max_since(watch.last_notified_at)
     if highest is None:
