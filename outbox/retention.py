@@ -30,7 +30,7 @@ class RetentionResult:
     events: int = 0
     dispatch_runs: int = 0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_json(self) -> dict[str, int]:
         return asdict(self)
 
 
@@ -63,7 +63,7 @@ def purge(
             result.outbox += _delete_rows(old.filter(id__in=ids))
     result.dispatch_runs = _purge_runs(now - dt.timedelta(days=run_days), batch)
     refresh_planner_statistics()
-    log.info("retention: %s", result.as_dict())
+    log.info("retention: %s", result.as_json())
     return result
 
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_safe
 from outbox import explain
 from outbox.models import Outbox
 from watches.devices import get_device, owned_or_404, push_active
-from watches.missed import missed_for
+from watches.services import missed_for
 
 HISTORY_LIMIT = 50
 PAGE_SIZE = 20

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from demo.market import set_product
 from outbox.models import Outbox, Reason, Status
 from tests.browser import ARTIFACTS, BROWSER_MARKS
 from tests.factories import ListingFactory
 from tests.outbox_helpers import enqueue_for
-from demo.market import set_product
 from watches.models import Channel, Device, Watch
 from watches.polling import poll
 

@@ -20,7 +20,7 @@ from outbox.models import Outbox, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.fakes.ichiba import APP_ID
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
-from watches.marketplaces.rakuten import RakutenMarketplace, parse_retry_after
+from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.models import Listing, PricePoint
 
 CODE = "yasu-shop:tp-12r"
@@ -206,13 +206,6 @@ def test_one_result_per_requested_code_in_one_batch(ichiba):
     assert set(results) == {CODE, OTHER}
     assert results[CODE].price == 500 and results[OTHER].kind == FetchKind.SERVER
     assert ichiba.asked(CODE) == 1
-
-
-def test_retry_after_as_an_http_date():
-    now = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
-    assert parse_retry_after("Sun, 01 Mar 2026 12:00:30 GMT", now) == 30.0
-    assert parse_retry_after("garbage", now) is None
-    assert parse_retry_after("-5", now) == 0.0
 
 
 # --- registration -------------------------------------------------------------------------

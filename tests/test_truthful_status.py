@@ -10,10 +10,10 @@ import zoneinfo
 import pytest
 from django.core.management import call_command
 
+from demo.market import set_product
 from outbox.models import Outbox, Reason, Status
 from tests.factories import ListingFactory, WatchFactory, device_with_cookie
 from tests.outbox_helpers import enqueue_for
-from demo.market import set_product
 from watches.models import Channel, Watch
 from watches.polling import poll
 

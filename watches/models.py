@@ -49,8 +49,9 @@ class Listing(models.Model):
         null=True, blank=True, help_text=_("Yen; 0 is free shipping, empty is unknown")
     )
     in_stock = models.BooleanField(null=True, blank=True)
-    # Denormalised from the price history (watches.history.refresh_stats) so the home page can
-    # sort "cheap right now" without reading history.
+    # Denormalised from the price history so the home page can sort "cheap right now" without
+    # reading history: kept by every observation (watches.observations, for polls and
+    # re-fetches alike), recomputed in bulk by watches.history.refresh_stats.
     typical_price = models.PositiveIntegerField(
         null=True, blank=True, help_text=_("Median effective price, last 30 days")
     )

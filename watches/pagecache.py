@@ -2,10 +2,11 @@
 category chips, "cheap right now", a page of all listings, a listing's facts and chart —
 rendered once per language and kept in the `pages` cache.
 
-Every key carries the current *prices version*. `prices_changed()` (polling calls it after
-recording observations) moves the version on, so every fragment showing a price is stale at
-once, in every web process: the version lives in the shared `pages` cache (Redis with
-REDIS_URL, else files under var/, which the web server and the cluster of `make run` share).
+Every key carries the current *prices version*. `prices_changed()` (called once observations
+are saved, by polling or the dispatcher's re-fetch) moves the version on, so every fragment
+showing a price is stale at once, in every web process: the version lives in the shared
+`pages` cache (Redis with REDIS_URL, else files under var/, which the web server and the
+cluster of `make run` share).
 Fragments also expire after FRAGMENT_SECONDS, for writers that do not call it.
 """
 

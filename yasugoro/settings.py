@@ -135,8 +135,6 @@ OUTBOX_CYCLE_SECONDS = env_int("OUTBOX_CYCLE_SECONDS", 50, minimum=1)
 OUTBOX_DELIVERY_WORKERS = env_int("OUTBOX_DELIVERY_WORKERS", 8, minimum=1)
 OUTBOX_BACKOFF_BASE_SECONDS = 30
 OUTBOX_BACKOFF_CAP_SECONDS = 30 * 60
-# The service's day for the one-notification-per-day rule; pinned in the migration too.
-OUTBOX_DEDUP_ZONE = "Asia/Tokyo"
 # Retention (schedule `outbox-retention`, daily): finished rows and their events are deleted
 # this long after their last move; dispatch cycle records sooner, they only matter recently.
 OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 90, minimum=1)
