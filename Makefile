@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: run test test-pg test-reliability lint format bench wrk browser clean
+.PHONY: run port-free superuser test test-pg test-reliability lint format bench wrk browser clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is required, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -16,7 +16,8 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 # Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
-run: $(VENV)/.installed
+# HOST and PORT choose where it listens (make run PORT=8001); a busy port stops it at once.
+run: port-free $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py compile_translations
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py vapid_keys --ensure
@@ -26,7 +27,16 @@ run: $(VENV)/.installed
 	@# it stops cleanly (two signals in a row can leave its main process hanging).
 	@DEBUG=1 setsid $(PY) manage.py qcluster & QPID=$$!; \
 	trap 'kill -TERM $$QPID 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$QPID 2>/dev/null || exit 0; sleep 1; done; kill -KILL -$$QPID 2>/dev/null' EXIT INT TERM; \
-	DEBUG=1 $(PY) manage.py runserver $(HOST):$(PORT)
+	DEBUG=1 $(PY) manage.py runserver $(HOST):$(PORT); status=$$?; trap - EXIT; \
+	kill -TERM $$QPID 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$QPID 2>/dev/null || break; sleep 1; done; \
+	kill -KILL -$$QPID 2>/dev/null; exit $$status
+
+# Fails loudly when something already listens on HOST:PORT (runserver would fail later, and
+# quietly behind the cluster's clean-up).
+port-free:
+	@$(PYTHON) -c 'import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); \
+	code = s.connect_ex(("$(HOST)", $(PORT))); s.close(); \
+	sys.exit("make run: port $(PORT) on $(HOST) is busy: stop what uses it, or run make run PORT=8001") if code == 0 else None'
 
 superuser: $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py createsuperuser
@@ -47,6 +57,7 @@ test-reliability: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .

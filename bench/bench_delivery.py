@@ -29,9 +29,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
-from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
+from outbox.models import Status
+from watches.models import Channel, Device, Listing, Trigger, Watch
 
 
 class _Server(ThreadingHTTPServer):
@@ -112,7 +114,7 @@ def main() -> None:
         started = time.perf_counter()
         result = run_cycle(limit=ROWS)
         elapsed = time.perf_counter() - started
-        assert result.sent == ROWS, result
+        assert result.by_status[Status.SENT] == ROWS, result
         ideal = ROWS * LATENCY / workers
         print(
             f"{workers} worker(s): {elapsed:7.1f} s  {ROWS / elapsed:7.1f} rows/s   "

@@ -17,7 +17,7 @@ class OutboxConfig(AppConfig):
 
     def ready(self) -> None:
         from outbox.levers import drop_for_paused_listings
-        from watches.pausing import listings_paused
+        from watches.services import listings_paused
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="outbox-schedules")
         # Pausing a listing drops its queued notifications at once (watches sends, we act).

@@ -16,8 +16,8 @@ from django.db.models import QuerySet
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
-from outbox.models import Outbox, Reason, Status
-from watches.models import Device
+from outbox.models import Outbox, OutboxEvent, Reason, Status
+from watches.models import Device, effective_price
 
 # Kinds of entry, as the page shows them (also their CSS class).
 SENT, WITHHELD, ON_THE_WAY, FAILED = "sent", "withheld", "on_the_way", "failed"
@@ -93,6 +93,10 @@ class Entry:
     price: Decimal | None  # the price told, for sent ones
     body: str  # what the notification said, for sent ones
     at: dt.datetime  # when it was sent, withheld or given up; when noticed, if on the way
+    # Held back: the price (incl. shipping) seen at detection, and the one the re-check
+    # found (None when it was held back before asking the shop again).
+    detected_price: int | None = None
+    checked_price: int | None = None
 
 
 def explain(reason: str, status: str) -> str:
@@ -108,7 +112,21 @@ def explain(reason: str, status: str) -> str:
     return str(table.get(reason, _UNKNOWN))
 
 
-def entry(row: Outbox) -> Entry:
+def entries(rows: list[Outbox]) -> list[Entry]:
+    """The page's entries for `rows`; one query more for the re-checked prices of the
+    held-back ones."""
+    dropped = [row.pk for row in rows if row.status == Status.DROPPED]
+    checked: dict[int, int | None] = {}
+    if dropped:
+        events = OutboxEvent.objects.filter(
+            outbox_id__in=dropped, to_status=Status.DROPPED
+        ).values_list("outbox_id", "data")
+        for row_id, data in events:
+            checked[row_id] = _fresh_price(data)
+    return [entry(row, checked.get(row.pk)) for row in rows]
+
+
+def entry(row: Outbox, checked_price: int | None = None) -> Entry:
     status = row.status
     if status == Status.SENT:
         message = row.sent_message if isinstance(row.sent_message, dict) else {}
@@ -121,7 +139,16 @@ def entry(row: Outbox) -> Entry:
             row.sent_at or row.updated_at,
         )
     if status == Status.DROPPED:
-        return Entry(row, WITHHELD, explain(row.reason, status), None, "", row.updated_at)
+        return Entry(
+            row,
+            WITHHELD,
+            explain(row.reason, status),
+            None,
+            "",
+            row.updated_at,
+            detected_price=_detected_price(row.detected_payload),
+            checked_price=checked_price,
+        )
     if status == Status.FAILED:
         return Entry(row, FAILED, explain(row.reason, status), None, "", row.updated_at)
     # pending, sending, retry: on the way
@@ -136,9 +163,29 @@ def device_rows(device: Device | None) -> QuerySet[Outbox]:
     return (
         Outbox.objects.filter(device=device)
         .select_related("watch__listing")
-        .defer("detected_payload", "detail")
+        .defer("detail")
         .order_by("-created_at", "-id")
     )
+
+
+def _detected_price(payload: object) -> int | None:
+    """The effective price in a detection snapshot (watches.polling.snapshot)."""
+    if not isinstance(payload, dict):
+        return None
+    value = payload.get("effective_price")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fresh_price(data: object) -> int | None:
+    """The effective price the re-check found, from a drop event's facts (`fresh` is the
+    re-fetched observation, outbox.dispatch)."""
+    fresh = data.get("fresh") if isinstance(data, dict) else None
+    if not isinstance(fresh, dict):
+        return None
+    price, shipping = fresh.get("price"), fresh.get("shipping")
+    if not isinstance(price, int) or isinstance(price, bool):
+        return None
+    return effective_price(price, shipping if isinstance(shipping, int) else None)
 
 
 def _price(value: object) -> Decimal | None:

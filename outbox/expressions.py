@@ -2,7 +2,7 @@
 
 Used in the outbox's day-dedup unique index. It must not depend on Django-registered SQLite
 functions (a plain `sqlite3` writer, the CLI and `VACUUM` would fail) nor on the TIME_ZONE of
-whoever ran `migrate`: the zone is an argument, recorded in the migration (FINDINGS.md).
+whoever ran `migrate`: the zone is an argument, recorded in the migration (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from outbox.models import Outbox, Reason, Status
-from outbox.transitions import ALLOWED, EventInfo, transition
+from outbox.transitions import ALLOWED, Outcome, transition, transition_each
 
 # Rows per transaction: a big selection (say 50,000 failed rows after a push-service outage)
 # is moved in short transactions, so the dispatcher is never locked out for long.
@@ -93,19 +93,19 @@ def requeue(
 
     def move(ids: list[int]) -> list[int]:
         before = _lock(ids, REQUEUE_FROM).values_list("id", "retry_count", "reason")
-        events = {
-            row_id: EventInfo(
-                "requeued by staff", {"retry_count": count, "previous_reason": reason}
-            )
-            for row_id, count, reason in before
-        }
-        return transition(
-            list(events),
-            to=Status.PENDING,
-            reason=Reason.REQUEUED,
+        values = {"next_attempt_at": now, "retry_count": 0, "claimed_by": ""}
+        return transition_each(
+            {
+                row_id: Outcome(
+                    Status.PENDING,
+                    Reason.REQUEUED,
+                    "requeued by staff",
+                    data={"retry_count": count, "previous_reason": reason},
+                    values=values,
+                )
+                for row_id, count, reason in before
+            },
             expect=REQUEUE_FROM,
-            set_fields={"next_attempt_at": now, "retry_count": 0, "claimed_by": ""},
-            events=events,
             actor=actor,
             now=now,
         )
@@ -124,11 +124,8 @@ def drop(
     def move(ids: list[int]) -> list[int]:
         return transition(
             ids,
-            to=Status.DROPPED,
-            reason=Reason.MANUAL,
+            Outcome(Status.DROPPED, Reason.MANUAL, "dropped by staff", values={"claimed_by": ""}),
             expect=DROP_FROM,
-            set_fields={"claimed_by": ""},
-            detail="dropped by staff",
             actor=actor,
             now=now,
         )
@@ -144,15 +141,19 @@ def retry_now(
     now = now or timezone.now()
 
     def move(ids: list[int]) -> list[int]:
-        before = dict(_lock(ids, RETRY_NOW_FROM).values_list("id", "reason"))
-        return transition(
-            list(before),
-            to=Status.RETRY,
-            reason=Reason.REQUEUED,
+        before = _lock(ids, RETRY_NOW_FROM).values_list("id", "reason")
+        return transition_each(
+            {
+                # The row keeps its own reason; the event says staff pushed it.
+                row_id: Outcome(
+                    Status.RETRY,
+                    Reason.REQUEUED,
+                    "retry now (staff)",
+                    values={"next_attempt_at": now, "reason": reason},
+                )
+                for row_id, reason in before
+            },
             expect=RETRY_NOW_FROM,
-            set_fields={"next_attempt_at": now},
-            per_row={"reason": before},
-            detail="retry now (staff)",
             actor=actor,
             now=now,
         )
@@ -169,7 +170,7 @@ def drop_for_paused_listings(
     batch: int = BATCH,
     **kwargs: object,
 ) -> LeverResult:
-    """Receiver of `watches.pausing.listings_paused`: drop the pending and retrying rows of
+    """Receiver of `watches.services.listings_paused`: drop the pending and retrying rows of
     the paused listings with reason `listing_paused`, at once rather than when the dispatcher
     reaches them, with the staff user's name on each event."""
     now = now or timezone.now()
@@ -178,11 +179,13 @@ def drop_for_paused_listings(
     def move(ids: list[int]) -> list[int]:
         return transition(
             ids,
-            to=Status.DROPPED,
-            reason=Reason.LISTING_PAUSED,
+            Outcome(
+                Status.DROPPED,
+                Reason.LISTING_PAUSED,
+                "listing paused by staff",
+                values={"claimed_by": ""},
+            ),
             expect=DROP_FROM,
-            set_fields={"claimed_by": ""},
-            detail="listing paused by staff",
             actor=actor,
             now=now,
         )

@@ -8,6 +8,7 @@ import zoneinfo
 from django.utils import translation
 from django.utils.translation import gettext as _
 
+from common.text import clip
 from outbox.channels.base import Message
 from outbox.models import DEDUP_ZONE, Outbox
 from watches.marketplaces.base import Observation
@@ -54,7 +55,7 @@ def build_message(
     )
     with translation.override(language):
         name = listing.name or fresh.name or listing.item_code
-        title = name if len(name) <= _TITLE_LIMIT else name[: _TITLE_LIMIT - 1] + "…"
+        title = clip(name, _TITLE_LIMIT)
         if watch.trigger == Trigger.BACK_IN_STOCK:
             body = _("Back in stock at %(price)s.") % {"price": yen(price)}
         elif watch.trigger == Trigger.TARGET_PRICE and per_unit_value is not None:

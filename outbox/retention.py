@@ -32,7 +32,7 @@ class RetentionResult:
     events: int = 0
     dispatch_runs: int = 0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_json(self) -> dict[str, int]:
         return asdict(self)
 
 
@@ -67,7 +67,7 @@ def purge(
     # After the deletions, so the snapshot never counts a row that is gone.
     refresh_snapshot(now)
     refresh_planner_statistics()
-    log.info("retention: %s", result.as_dict())
+    log.info("retention: %s", result.as_json())
     return result
 
 

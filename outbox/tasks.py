@@ -8,9 +8,9 @@ from outbox.retention import purge
 
 def dispatch() -> dict[str, int]:
     """Schedule `outbox-dispatch`, every minute."""
-    return run_cycle().counts()
+    return run_cycle().as_json()
 
 
 def retention() -> dict[str, int]:
     """Schedule `outbox-retention`, daily."""
-    return purge().as_dict()
+    return purge().as_json()

@@ -1,8 +1,9 @@
 """The outbox state machine: every status change goes through `transition`.
 
-A transition is one conditional UPDATE (`WHERE id IN (…) AND status IN (allowed-from)
-[AND claimed_by = holder AND attempts = n]`) whose RETURNING rows say who won, plus one
-OutboxEvent per won row, in the same transaction.
+A transition moves rows to an `Outcome` (status, reason, detail, event data, column values):
+one conditional UPDATE (`WHERE id IN (…) AND status IN (allowed-from) [AND claimed_by =
+holder AND attempts = n]`) whose RETURNING rows say who won, plus one OutboxEvent per won row,
+in the same transaction.
 
 The fence of a claim is the pair (`claimed_by`, `attempts`): every claim writes a new holder
 token and increments the row's attempt number, and a dispatcher records an outcome only while
@@ -15,8 +16,9 @@ later claim carries a higher attempt number.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection, transaction
@@ -49,11 +51,32 @@ class TransitionNotAllowed(Exception):
 
 
 @dataclass(frozen=True)
-class EventInfo:
-    """What the event of one row records beyond from/to/reason."""
+class Outcome:
+    """Where one row goes and what the move records.
 
+    `to` and `reason` are the row's new status and why; `detail` (written to the row and to
+    its event) and `data` (the event's structured facts: the re-fetched value, the message,
+    the HTTP status…) say more. `values` are further columns the move writes to the row —
+    a value here wins over `reason` on the row, never on the event — and each column named in
+    `increment` goes up by one in the database (`attempts = attempts + 1`).
+    """
+
+    to: Status
+    reason: Reason | str = ""
     detail: str = ""
     data: Mapping[str, Any] | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    increment: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A claim's fence: a row moves only while it is still claimed by `holder` and, with
+    `attempts`, still at the attempt number `attempts[id]` the claim gave it (a row missing
+    from `attempts` never moves)."""
+
+    holder: str
+    attempts: Mapping[int, int] | None = None
 
 
 def check_allowed(to: Status, expect: Iterable[Status]) -> frozenset[Status]:
@@ -68,131 +91,141 @@ def check_allowed(to: Status, expect: Iterable[Status]) -> frozenset[Status]:
 
 
 def transition(
-    ids: Sequence[int],
+    ids: Iterable[int],
+    outcome: Outcome,
     *,
-    to: Status,
-    reason: Reason | str = "",
     expect: Iterable[Status] | None = None,
-    holder: str | None = None,
-    attempts: Mapping[int, int] | None = None,
-    set_fields: Mapping[str, Any] | None = None,
-    per_row: Mapping[str, Mapping[int, Any]] | None = None,
-    increment: Iterable[str] = (),
-    events: Mapping[int, EventInfo] | None = None,
-    detail: str = "",
+    fence: Fence | None = None,
     actor: str = "",
     now: dt.datetime | None = None,
 ) -> list[int]:
-    """Move the rows `ids` that are still in one of `expect` (default: every status allowed to
-    reach `to`) — and, with `holder`, still claimed by it; with `attempts`, still at the
-    attempt number `attempts[id]` (a row missing from it never moves) — to `to`. Returns the
-    ids that moved.
+    """Move the rows `ids` to the same `outcome`; see `transition_each`."""
+    to = Status(outcome.to)
+    check_allowed(to, expect if expect is not None else ALLOWED[to])
+    return transition_each(
+        dict.fromkeys(ids, outcome), expect=expect, fence=fence, actor=actor, now=now
+    )
 
-    `set_fields` are written to every moved row; `per_row[field][id]` only to that row;
-    each field named in `increment` goes up by one in the database (`attempts = attempts + 1`).
-    `status`, `reason`, `detail` and `updated_at` are always written.
+
+def transition_each(
+    outcomes: Mapping[int, Outcome],
+    *,
+    expect: Iterable[Status] | None = None,
+    fence: Fence | None = None,
+    actor: str = "",
+    now: dt.datetime | None = None,
+) -> list[int]:
+    """Move each row `id` of `outcomes` that is still in one of `expect` (default: every
+    status allowed to reach its outcome's status) — and, with `fence`, still held by that
+    claim — to its outcome. Returns the ids that moved, in one transaction.
+
+    Rows going to the same status for the same reason share one conditional UPDATE per
+    chunk; a column every row of the chunk gives the same value is a plain assignment, one
+    that differs a CASE over the ids. `status`, `reason`, `detail` and `updated_at` are always
+    written, and every moved row gets one OutboxEvent.
     """
-    expect_set = check_allowed(to, expect if expect is not None else ALLOWED[Status(to)])
-    if not ids:
+    groups: dict[tuple[Status, str, tuple[str, ...]], list[int]] = defaultdict(list)
+    for row_id, outcome in outcomes.items():
+        groups[(Status(outcome.to), str(outcome.reason), outcome.increment)].append(row_id)
+    allowed = {
+        to: check_allowed(to, expect if expect is not None else ALLOWED[to]) for to, _, _ in groups
+    }
+    if not outcomes:
         return []
     now = now or timezone.now()
-    common: dict[str, Any] = {
-        "status": Status(to).value,
-        "reason": str(reason),
-        "detail": detail,
-        "updated_at": now,
-        **(set_fields or {}),
-    }
-    per_row = per_row or {}
-    won: list[tuple[int, str]] = []
+    moved: list[int] = []
     with transaction.atomic():
-        for start in range(0, len(ids), _CHUNK):
-            chunk = list(ids[start : start + _CHUNK])
-            won.extend(
-                _update_returning(chunk, common, per_row, increment, expect_set, holder, attempts)
-            )
-        if won:
-            _write_events(won, to, str(reason), detail, events or {}, actor, now)
-            count_transition(to, reason, len(won))
-    return [row_id for row_id, _ in won]
+        for (to, reason, increment), ids in groups.items():
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                columns = _columns(chunk, outcomes, to, reason, now)
+                won = _update_returning(chunk, columns, increment, allowed[to], fence)
+                if won:
+                    _write_events(won, outcomes, to, reason, actor, now)
+                    count_transition(to, reason, len(won))
+                moved.extend(row_id for row_id, _ in won)
+    return moved
 
 
-def transition_one(row_id: int, **kwargs: Any) -> bool:
+def transition_one(row_id: int, outcome: Outcome, **kwargs: Any) -> bool:
     """`transition` for one row. False when another process got there first; raises
     TransitionNotAllowed when the row is in a status the move is not allowed from."""
-    if transition([row_id], **kwargs):
+    if transition([row_id], outcome, **kwargs):
         return True
     current = Outbox.objects.filter(pk=row_id).values_list("status", flat=True).first()
-    expect = kwargs.get("expect") or ALLOWED[Status(kwargs["to"])]
+    expect = kwargs.get("expect") or ALLOWED[Status(outcome.to)]
     if current is not None and current not in {Status(s) for s in expect}:
-        raise TransitionNotAllowed(f"row {row_id} is {current}; cannot move to {kwargs['to']}")
+        raise TransitionNotAllowed(f"row {row_id} is {current}; cannot move to {outcome.to}")
     return False
 
 
-def _column(field_name: str):
-    field = Outbox._meta.get_field(field_name)
-    return field, connection.ops.quote_name(field.column)
+def _columns(
+    ids: list[int], outcomes: Mapping[int, Outcome], to: Status, reason: str, now: dt.datetime
+) -> dict[str, dict[int, Any]]:
+    """column -> row id -> the value the move writes there."""
+    columns: dict[str, dict[int, Any]] = {
+        "status": dict.fromkeys(ids, to.value),
+        "reason": dict.fromkeys(ids, reason),
+        "detail": {row_id: outcomes[row_id].detail for row_id in ids},
+        "updated_at": dict.fromkeys(ids, now),
+    }
+    for row_id in ids:
+        for name, value in outcomes[row_id].values.items():
+            columns.setdefault(name, {})[row_id] = value
+    return columns
+
+
+def _column(name: str):
+    model_field = Outbox._meta.get_field(name)
+    return model_field, connection.ops.quote_name(model_field.column)
 
 
 def _update_returning(
     ids: list[int],
-    common: Mapping[str, Any],
-    per_row: Mapping[str, Mapping[int, Any]],
+    columns: Mapping[str, Mapping[int, Any]],
     increment: Iterable[str],
     expect: frozenset[Status],
-    holder: str | None,
-    attempts: Mapping[int, int] | None,
+    fence: Fence | None,
 ) -> list[tuple[int, str]]:
     assignments: list[str] = []
     params: list[Any] = []
-    for name, value in common.items():
-        if name in per_row:
-            continue
-        field, column = _column(name)
-        assignments.append(f"{column} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    for name in increment:
-        _, column = _column(name)
-        assignments.append(f"{column} = {column} + 1")
-    for name, values in per_row.items():
-        field, column = _column(name)
+    for name, values in columns.items():
+        model_field, column = _column(name)
         given = [values[row_id] for row_id in ids if row_id in values]
         if len(given) == len(ids) and all(value == given[0] for value in given):
             # One value for every row of the chunk (every `detail` of a sent batch is ""):
             # a plain assignment instead of a CASE over the ids.
             assignments.append(f"{column} = %s")
-            params.append(field.get_db_prep_save(given[0], connection))
+            params.append(model_field.get_db_prep_save(given[0], connection))
             continue
         cases = []
         for row_id in ids:
             if row_id in values:
                 cases.append("WHEN %s THEN %s")
-                params.extend([row_id, field.get_db_prep_save(values[row_id], connection)])
-        if not cases:
-            continue
-        # Rows without a per-row value keep the common one, or their own.
-        fallback = "%s" if name in common else column
-        if name in common:
-            params.append(field.get_db_prep_save(common[name], connection))
-        assignments.append(f"{column} = CASE id {' '.join(cases)} ELSE {fallback} END")
+                params.extend([row_id, model_field.get_db_prep_save(values[row_id], connection)])
+        # Rows without a value of their own keep theirs.
+        assignments.append(f"{column} = CASE id {' '.join(cases)} ELSE {column} END")
+    for name in increment:
+        _, column = _column(name)
+        assignments.append(f"{column} = {column} + 1")
     where = [
         f"id IN ({', '.join(['%s'] * len(ids))})",
         f"status IN ({', '.join(['%s'] * len(expect))})",
     ]
     params.extend(ids)
     params.extend(sorted(s.value for s in expect))
-    if holder is not None:
+    if fence is not None:
         where.append("claimed_by = %s")
-        params.append(holder)
-    if attempts is not None:
-        # The attempt number each row was claimed with; a row without one matches nothing.
-        fenced = [row_id for row_id in ids if row_id in attempts]
-        if not fenced:
-            return []
-        _, column = _column("attempts")
-        where.append(f"{column} = CASE id {' '.join(['WHEN %s THEN %s'] * len(fenced))} END")
-        for row_id in fenced:
-            params.extend([row_id, attempts[row_id]])
+        params.append(fence.holder)
+        if fence.attempts is not None:
+            # The attempt number each row was claimed with; a row without one matches nothing.
+            fenced = [row_id for row_id in ids if row_id in fence.attempts]
+            if not fenced:
+                return []
+            _, column = _column("attempts")
+            where.append(f"{column} = CASE id {' '.join(['WHEN %s THEN %s'] * len(fenced))} END")
+            for row_id in fenced:
+                params.extend([row_id, fence.attempts[row_id]])
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
     assignments.insert(0, "previous_status = status")
@@ -208,10 +241,9 @@ def _update_returning(
 
 def _write_events(
     won: list[tuple[int, str]],
+    outcomes: Mapping[int, Outcome],
     to: Status,
     reason: str,
-    detail: str,
-    events: Mapping[int, EventInfo],
     actor: str,
     now: dt.datetime,
 ) -> None:
@@ -222,15 +254,15 @@ def _write_events(
     at = prep["at"].get_db_prep_save(now, connection)
     params = []
     for row_id, from_status in won:
-        info = events.get(row_id)
-        data = dict(info.data) if info and info.data is not None else None
+        outcome = outcomes[row_id]
+        data = dict(outcome.data) if outcome.data is not None else None
         params.append(
             (
                 row_id,
                 from_status,
-                Status(to).value,
+                to.value,
                 reason,
-                info.detail if info and info.detail else detail,
+                outcome.detail,
                 prep["data"].get_db_prep_save(data, connection),
                 actor,
                 at,

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_safe
 from outbox import explain
 from outbox.models import Outbox
 from watches.devices import get_device, owned_or_404, push_active
+from watches.services import missed_for
 
 HISTORY_LIMIT = 50
 PAGE_SIZE = 20
@@ -29,7 +30,9 @@ def history_page(request: HttpRequest) -> HttpResponse:
             "nav": "history",
             "device": device,
             "page": page,
-            "entries": [explain.entry(row) for row in page],
+            "entries": explain.entries(list(page)),
+            # What a device that could not be reached would have been told (first page only).
+            "missed": missed_for(device) if page.number == 1 else [],
             "push_active": push_active(device),
         },
     )

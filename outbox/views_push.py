@@ -18,7 +18,7 @@ from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from watches.devices import get_device
 from watches.models import Channel
-from watches.subscriptions import deactivate_subscription
+from watches.services import deactivate_gone_subscriptions
 
 log = logging.getLogger("outbox.webpush")
 
@@ -69,7 +69,7 @@ def send_test(request: HttpRequest) -> HttpResponse:
         get_channel(Channel.WEBPUSH).deliver_to(device, message)
     except DeliveryError as error:
         if error.kind == DeliveryKind.GONE:
-            deactivate_subscription(device, endpoint)
+            deactivate_gone_subscriptions([(device.pk, endpoint)])
             messages.error(
                 request,
                 _(

@@ -47,11 +47,13 @@ def _english_unless_asked(settings):
 def _fresh_cache():
     """The cache (throttles, e.g. the test-notification cooldown) lives in the process: no
     test may see another's entries, especially as database ids are reused between tests."""
-    from django.core.cache import cache
+    from django.core.cache import caches
 
-    cache.clear()
+    for cache in caches.all():
+        cache.clear()
     yield
-    cache.clear()
+    for cache in caches.all():
+        cache.clear()
 
 
 @pytest.fixture(autouse=True)

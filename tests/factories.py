@@ -8,9 +8,10 @@ import secrets
 import factory
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.models import DispatchRun, Outbox, OutboxEvent, Status
 from watches.devices import cookie_name, hash_token, new_token
-from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
+from watches.models import Channel, Device, Listing, Trigger, Watch
 
 
 class DemoProductFactory(factory.django.DjangoModelFactory):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from outbox.enqueue import enqueue
 from outbox.models import Outbox, Reason, Status
-from outbox.transitions import EventInfo, transition
+from outbox.transitions import Outcome, transition
 from tests.factories import WatchFactory
 
 # status -> the moves that reach it from pending, with the reason of each
@@ -54,10 +54,7 @@ def row_in(
         data = {"fresh": {"price": 980}, "value": "980", "line": "1200"} if last else None
         moved = transition(
             [row.pk],
-            to=to,
-            reason=(reason if last and reason else default_reason),
-            set_fields=fields,
-            events={row.pk: EventInfo(data=data)} if data else None,
+            Outcome(to, reason if last and reason else default_reason, data=data, values=fields),
             now=now,
         )
         assert moved == [row.pk]

@@ -62,7 +62,7 @@ def test_a_known_item_is_opened_without_asking_the_marketplace(client):
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("https://www.amazon.co.jp/dp/B000000", "www.amazon.co.jp is not supported"),
+        ("https://www.amazon.co.jp/dp/B000000", "cannot follow items on www.amazon.co.jp"),
         ("https://search.rakuten.co.jp/search/mall/tp/", "not an item page"),
         ("ftp://item.rakuten.co.jp/shop/item/", "Only web addresses"),
         ("https://item.rakuten.co.jp:8080/shop/item/", "not a plain item page address"),
@@ -79,7 +79,27 @@ def test_a_bad_link_is_told_next_to_the_field(client, text, words):
 
 def test_a_rakuten_link_without_rakuten_configured_says_so(client):
     message = link_error(add(client, "https://item.rakuten.co.jp/yasu-shop/tp-12r/"))
-    assert message == "Rakuten Ichiba is not available on this server."
+    assert message == (
+        "This Yasugoro is not connected to Rakuten Ichiba, so its items cannot be added. "
+        "Here you can watch the demo market's items: search for them above."
+    )
+
+
+def test_an_amazon_link_never_claims_rakuten_works_where_it_does_not(client):
+    message = link_error(add(client, "https://www.amazon.co.jp/dp/B000000"))
+    assert message == (
+        "Yasugoro cannot follow items on www.amazon.co.jp. "
+        "Here you can watch the demo market's items: search for them above."
+    )
+    assert "Rakuten" not in message
+
+
+def test_an_amazon_link_points_at_rakuten_where_it_is_configured(client, ichiba):
+    message = link_error(add(client, "https://www.amazon.co.jp/dp/B000000"))
+    assert message == (
+        "Yasugoro cannot follow items on www.amazon.co.jp. Paste the address of a Rakuten "
+        "Ichiba item (https://item.rakuten.co.jp/shop/item/)."
+    )
 
 
 def test_an_unknown_item_is_told(client):

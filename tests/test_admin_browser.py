@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from outbox.models import Outbox, Reason, Status
-from tests.browser import ARTIFACTS, BROWSER_MARKS
+from tests.browser import ARTIFACTS, BROWSER_MARKS, STAFF_PASSWORD, log_in
 from tests.factories import DispatchRunFactory, OutboxEventFactory, OutboxFactory, WatchFactory
 
 pytestmark = BROWSER_MARKS
@@ -88,24 +88,8 @@ def seed_a_month() -> None:
     DispatchRunFactory(started_at=now - dt.timedelta(seconds=40), claimed=3, sent=2, dropped=1)
 
 
-PASSWORD = "correct horse battery"
+PASSWORD = STAFF_PASSWORD
 SIZES = {"phone": (360, 740), "laptop": (1280, 800)}
-
-
-def log_in(browser, live_server, *, lang: str, size: tuple[int, int]):
-    """A staff user's browser in `lang`, logged in through the admin's login form."""
-    width, height = size
-    context = browser.new_context(
-        viewport={"width": width, "height": height},
-        locale={"ja": "ja-JP", "en": "en-US"}[lang],
-    )
-    page = context.new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "ops")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/")
-    return page
 
 
 def fits(page) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from outbox import levers
 from outbox.models import Outbox, OutboxEvent, Reason, Status
-from outbox.transitions import ALLOWED, TransitionNotAllowed, check_allowed, transition
+from outbox.transitions import ALLOWED, Outcome, TransitionNotAllowed, check_allowed, transition
 from tests.factories import ListingFactory, WatchFactory
 from tests.outbox_states import row_in
 from watches.pausing import pause_listings
@@ -145,8 +145,8 @@ def test_a_row_taken_by_the_dispatcher_meanwhile_is_reported_not_moved(frozen):
     queryset = Outbox.objects.filter(pk=row.pk)
 
     def dispatcher_claims_first(ids):
-        transition(ids, to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "d"})
-        return transition(ids, to=Status.DROPPED, reason=Reason.MANUAL, expect=levers.DROP_FROM)
+        transition(ids, Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "d"}))
+        return transition(ids, Outcome(Status.DROPPED, Reason.MANUAL), expect=levers.DROP_FROM)
 
     result = levers._apply(queryset, levers.DROP_FROM, "dropped", dispatcher_claims_first)
     assert (result.done, dict(result.skipped)) == (0, {"sending": 1})

@@ -327,7 +327,7 @@ def test_watch_changelist_states(admin_client):
 def test_demo_products_show_what_polling_last_saw(admin_client):
     DemoProductFactory(item_code="dp-moony-m-64", price=1500)
     ListingFactory(item_code="dp-moony-m-64", price=1680, product=False)
-    response = admin_client.get("/admin/watches/demoproduct/")
+    response = admin_client.get("/admin/demo/demoproduct/")
     (product,) = response.context["cl"].result_list
     assert product.seen_price == 1680
 
@@ -351,7 +351,7 @@ def admin_urls() -> list[str]:
         f"/admin/watches/listing/{listing.pk}/change/",
         "/admin/watches/watch/",
         "/admin/watches/device/",
-        "/admin/watches/demoproduct/",
+        "/admin/demo/demoproduct/",
     ]
 
 

@@ -43,7 +43,7 @@ def test_deliveries_run_in_parallel_but_never_beyond_the_pool(push_service, sett
 
     result = run_cycle()
 
-    assert result.sent == 12
+    assert result.by_status[Status.SENT] == 12
     assert push_service.max_in_flight == 3
 
 
@@ -53,7 +53,7 @@ def test_one_worker_delivers_one_at_a_time(push_service, settings):
     push_service.delay = 0.02
     _subscribed_rows(push_service, 4)
 
-    assert run_cycle().sent == 4
+    assert run_cycle().by_status[Status.SENT] == 4
     assert push_service.max_in_flight == 1
 
 
@@ -85,7 +85,7 @@ def test_no_transaction_is_open_while_a_delivery_waits_on_the_network(push_servi
 
     push_service.answer(201, before=write_the_row_meanwhile)
 
-    assert run_cycle().sent == 1
+    assert run_cycle().by_status[Status.SENT] == 1
     assert seen == ["unlocked"]
 
 
@@ -113,7 +113,7 @@ def test_rakuten_refetch_goes_through_the_limiter_once_per_listing(
 
     result = run_cycle()
 
-    assert result.sent == 12
+    assert result.by_status[Status.SENT] == 12
     assert sorted(q["itemCode"] for q in ichiba.requests) == codes  # once per listing
     # Three requests through the limiter: the first goes at once, each later one waits its
     # slot (the fake clock stands still, so the waits are whole intervals).

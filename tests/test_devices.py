@@ -192,7 +192,7 @@ def test_subscription_state_never_shows_the_endpoint_or_keys(two_devices):
 def make_transfer_link(client) -> str:
     response = client.post("/settings/transfer")
     assert response.status_code == 200
-    assert response["Referrer-Policy"] == "no-referrer"
+    assert response["Referrer-Policy"] == "same-origin"
     match = re.search(
         r'value="(http://testserver/transfer/[A-Za-z0-9_-]{43}/)"', response.content.decode()
     )
@@ -211,7 +211,10 @@ def test_transfer_link_moves_the_device_once(client):
 
     new_browser = Client()
     # Opening the link (or a chat app previewing it) asks first and uses nothing up.
-    assert new_browser.get(link).status_code == 200
+    opened = new_browser.get(link)
+    assert opened.status_code == 200
+    # The token in the URL never goes to another site in a Referer; our forms keep an Origin.
+    assert opened["Referrer-Policy"] == "same-origin"
     assert Client().get(link).status_code == 200
 
     response = new_browser.post(link)
@@ -275,6 +278,14 @@ def test_opening_the_link_in_the_same_browser_offers_nothing_to_press(client):
 def test_a_garbage_transfer_token_is_404(client):
     assert client.get("/transfer/nope/").status_code == 404
     assert client.post("/transfer/" + "A" * 43 + "/").status_code == 404
+
+
+def test_opening_the_link_maker_by_get_makes_nothing(client):
+    device, _ = device_with_cookie(client)
+    response = client.get("/settings/transfer")
+    assert response.status_code == 302 and response["Location"] == "/settings/#move-h"
+    device.refresh_from_db()
+    assert device.transfer_token_hash is None
 
 
 def test_transfer_link_needs_a_device(client):

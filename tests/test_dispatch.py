@@ -12,13 +12,16 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.channels.base import DeliveryError, DeliveryKind
-from outbox.dispatch import backoff, claim_due, recover_expired_leases, run_cycle
+from outbox.claims import claim_due, recover_expired_leases
+from outbox.dispatch import run_cycle
 from outbox.models import DispatchRun, Outbox, OutboxEvent, Reason, Status
-from outbox.transitions import transition
+from outbox.retries import backoff
+from outbox.transitions import Fence, Outcome, transition
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
-from watches.models import Channel, DemoProduct, PricePoint
+from watches.models import Channel, PricePoint
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +57,7 @@ def test_sent_message_carries_the_refetched_price_not_the_detected_one(recording
 
     result = run_cycle()
 
-    assert result.sent == 1
+    assert result.by_status[Status.SENT] == 1
     ((row_id, message),) = recording_channel.delivered
     assert row_id == row.pk
     assert message.price == 880
@@ -142,7 +145,7 @@ def test_pre_guards_drop_without_asking_the_marketplace(recording_channel, setup
 
     result = run_cycle()
 
-    assert result.dropped == 1
+    assert result.by_status[Status.DROPPED] == 1
     assert (_reload(row).status, _reload(row).reason) == (Status.DROPPED, reason)
     assert not PricePoint.objects.exists(), "a guarded row never costs a marketplace request"
     assert recording_channel.delivered == []
@@ -198,7 +201,7 @@ def test_transient_refetch_failures_retry(recording_channel, fault, reason):
     result = run_cycle()
 
     row = _reload(row)
-    assert result.retry == 1
+    assert result.by_status[Status.RETRY] == 1
     assert (row.status, row.reason, row.retry_count) == (Status.RETRY, reason, 1)
     assert row.claimed_by == ""
     # the demo marketplace's rate limit says Retry-After: 60, longer than the first 30 s step
@@ -215,9 +218,9 @@ def test_retry_row_is_claimed_and_rechecked_again_when_due(recording_channel, fr
     run_cycle()
     _set_demo(watch, fault="", price=930)
 
-    assert run_cycle().sent == 0, "not due yet"
+    assert run_cycle().by_status[Status.SENT] == 0, "not due yet"
     frozen.shift(dt.timedelta(seconds=31))
-    assert run_cycle().sent == 1
+    assert run_cycle().by_status[Status.SENT] == 1
 
     assert recording_channel.delivered[0][1].price == 930
     assert _reload(row).status == Status.SENT
@@ -348,7 +351,7 @@ def test_failed_at_the_cap(recording_channel, settings):
     result = run_cycle()
 
     row = _reload(row)
-    assert result.failed == 1
+    assert result.by_status[Status.FAILED] == 1
     assert (row.status, row.reason) == (Status.FAILED, Reason.DELIVER_SERVER)
 
 
@@ -406,9 +409,11 @@ def test_expired_lease_is_recovered_to_retry(recording_channel, settings, frozen
     row = enqueue_for(_watch())
     transition(
         [row.pk],
-        to=Status.SENDING,
-        reason=Reason.CLAIMED,
-        set_fields={"claimed_by": "dead-dispatcher", "claimed_at": NOW},
+        Outcome(
+            Status.SENDING,
+            Reason.CLAIMED,
+            values={"claimed_by": "dead-dispatcher", "claimed_at": NOW},
+        ),
     )
     frozen.shift(dt.timedelta(seconds=299))
     assert run_cycle().recovered == 0
@@ -431,11 +436,14 @@ def test_dead_dispatcher_cannot_record_over_the_one_that_took_over(frozen):
     assert claim_due("new-holder", 10, timezone.now()) == [row.pk]
 
     # The old dispatcher wakes up and tries to record its outcome: the fence refuses it.
-    assert transition([row.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="old-holder") == []
+    assert (
+        transition([row.pk], Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("old-holder"))
+        == []
+    )
     assert (_reload(row).status, _reload(row).claimed_by) == (Status.SENDING, "new-holder")
-    assert transition([row.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="new-holder") == [
-        row.pk
-    ]
+    assert transition(
+        [row.pk], Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("new-holder")
+    ) == [row.pk]
 
 
 def test_lease_recovery_fails_a_row_at_the_cap(recording_channel, settings, frozen):
@@ -444,9 +452,7 @@ def test_lease_recovery_fails_a_row_at_the_cap(recording_channel, settings, froz
     Outbox.objects.filter(pk=row.pk).update(retry_count=2)
     transition(
         [row.pk],
-        to=Status.SENDING,
-        reason=Reason.CLAIMED,
-        set_fields={"claimed_by": "dead", "claimed_at": NOW},
+        Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "dead", "claimed_at": NOW}),
     )
     frozen.shift(dt.timedelta(hours=1))
 
@@ -495,7 +501,7 @@ def test_one_bad_row_never_stops_the_cycle(recording_channel, settings):
 
     assert _reload(good).status == Status.SENT
     assert (_reload(bad).status, _reload(bad).reason) == (Status.RETRY, Reason.DELIVER_SERVER)
-    assert result.sent == 1 and result.retry == 1
+    assert result.by_status[Status.SENT] == 1 and result.by_status[Status.RETRY] == 1
 
 
 def test_cycle_is_recorded_for_staff(recording_channel):
@@ -536,7 +542,7 @@ def test_nothing_due_does_nothing(recording_channel):
     Outbox.objects.filter(pk=row.pk).update(
         next_attempt_at=timezone.now() + dt.timedelta(minutes=1)
     )
-    assert run_cycle().counts() == {
+    assert run_cycle().as_json() == {
         "sent": 0,
         "dropped": 0,
         "retry": 0,

@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 
+from demo.market import set_product
 from outbox.models import Outbox, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
-from watches.demo import set_product
 
 TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
 MORNING = dt.datetime(2026, 3, 10, 10, 0, tzinfo=TOKYO)

@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 
 from outbox.enqueue import Detection, enqueue, enqueue_many
 from outbox.models import Outbox, Status
-from outbox.transitions import transition
+from outbox.transitions import Outcome, transition
 from tests.factories import WatchFactory
 
 UTC = dt.UTC
@@ -79,7 +79,7 @@ def test_dropped_row_frees_its_days_slot():
     at = dt.datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
     assert enqueue(watch, at, {"price": 900})
     row = Outbox.objects.get(watch=watch)
-    transition([row.pk], to=Status.DROPPED, reason="condition_lost")
+    transition([row.pk], Outcome(Status.DROPPED, "condition_lost"))
     assert enqueue(watch, at + dt.timedelta(hours=3), {"price": 890}) is True
     assert Outbox.objects.filter(watch=watch).count() == 2
 

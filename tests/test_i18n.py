@@ -93,7 +93,7 @@ def test_the_catalogues_hold_every_string_of_the_sources(tmp_path, settings, mon
     """makemessages over a copy of the sources and catalogue: nothing new may appear. (A
     copy, because makemessages writes to the `locale` folder it finds beside the sources.)"""
     work = tmp_path / "src"
-    for folder in ("watches", "outbox", "monitoring", "templates", "yasugoro"):
+    for folder in ("watches", "outbox", "demo", "monitoring", "common", "templates", "yasugoro"):
         shutil.copytree(BASE / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__"))
     target = work / "locale" / "ja" / "LC_MESSAGES"
     target.mkdir(parents=True)

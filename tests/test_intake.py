@@ -217,7 +217,7 @@ def test_the_admin_add_form_shows_the_intake_error(admin_client):
         {"code_or_url": "https://www.amazon.co.jp/dp/B000000000"},
     )
     assert response.status_code == 200
-    assert "www.amazon.co.jp is not supported" in response.content.decode()
+    assert "cannot follow items on www.amazon.co.jp" in response.content.decode()
     assert not Listing.objects.exists()
 
 

@@ -12,9 +12,10 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from outbox.dispatch import claim_due, recover_expired_leases, run_cycle
+from outbox.claims import claim_due, recover_expired_leases
+from outbox.dispatch import run_cycle
 from outbox.models import Outbox, Reason, Status
-from outbox.transitions import transition
+from outbox.transitions import Fence, Outcome, transition
 from tests.factories import ListingFactory, SubscribedDeviceFactory, WatchFactory
 from tests.fakes.push_service import b64url
 from tests.outbox_helpers import enqueue_for
@@ -58,19 +59,15 @@ def test_the_same_holder_reclaiming_later_fences_out_its_own_earlier_claim():
         # The first claim (attempt 1) wakes up: same holder token, but not its attempt.
         late = transition(
             [row.pk],
-            to=Status.SENT,
-            reason=Reason.DELIVERED,
-            holder="host:42:same",
-            attempts={row.pk: 1},
+            Outcome(Status.SENT, Reason.DELIVERED),
+            fence=Fence("host:42:same", {row.pk: 1}),
         )
         assert late == []
         assert _state(row) == (Status.SENDING, "host:42:same", 2)
         on_time = transition(
             [row.pk],
-            to=Status.SENT,
-            reason=Reason.DELIVERED,
-            holder="host:42:same",
-            attempts={row.pk: 2},
+            Outcome(Status.SENT, Reason.DELIVERED),
+            fence=Fence("host:42:same", {row.pk: 2}),
         )
         assert on_time == [row.pk]
 
@@ -79,9 +76,7 @@ def test_the_same_holder_reclaiming_later_fences_out_its_own_earlier_claim():
 def test_a_row_missing_from_the_fence_never_moves():
     row = _row()
     claim_due("h", 10, timezone.now())
-    assert (
-        transition([row.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="h", attempts={}) == []
-    )
+    assert transition([row.pk], Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("h", {})) == []
     assert _state(row)[0] == Status.SENDING
 
 
@@ -132,9 +127,9 @@ def test_a_cycle_whose_lease_expired_mid_delivery_cannot_record_over_the_later_c
     a_recorded.set()
     b.join(20)
 
-    assert (first.claimed, first.sent) == (1, 0)
+    assert (first.claimed, first.by_status[Status.SENT]) == (1, 0)
     assert second[0].recovered == 1
-    assert (second[1].claimed, second[1].sent) == (1, 1)
+    assert (second[1].claimed, second[1].by_status[Status.SENT]) == (1, 1)
     row.refresh_from_db()
     assert (row.status, row.attempts, row.retry_count) == (Status.SENT, 2, 1)
     story = list(row.events.order_by("id").values_list("to_status", "reason"))

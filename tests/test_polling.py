@@ -15,6 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_q.models import Schedule
 
+from demo.market import set_product
+from demo.models import DemoProduct
 from outbox.models import Outbox, Status
 from tests.factories import (
     DemoProductFactory,
@@ -24,8 +26,7 @@ from tests.factories import (
     WatchFactory,
 )
 from watches import tasks
-from watches.demo import set_product
-from watches.models import DemoProduct, Device, Listing, PricePoint, Trigger, Watch
+from watches.models import Device, Listing, PricePoint, Trigger, Watch
 from watches.polling import poll
 
 pytestmark = pytest.mark.django_db
@@ -395,17 +396,6 @@ def test_migrate_creates_the_poll_schedule_once(settings):
     call_command("migrate", verbosity=0)
     schedule = Schedule.objects.get(name="watches-poll")
     assert (schedule.func, schedule.minutes) == ("watches.tasks.poll", 20)
-
-
-def test_the_demo_tick_is_scheduled_only_when_enabled(settings):
-    settings.DEMO_TICK = True
-    call_command("migrate", verbosity=0)
-    call_command("migrate", verbosity=0)
-    schedule = Schedule.objects.get(name="demo-tick")
-    assert schedule.func == "watches.tasks.demo_tick"
-    settings.DEMO_TICK = False
-    call_command("migrate", verbosity=0)
-    assert not Schedule.objects.filter(name="demo-tick").exists()
 
 
 def test_polling_fills_a_blank_name_but_keeps_one_staff_set(clock, ichiba):

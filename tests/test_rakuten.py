@@ -20,7 +20,7 @@ from outbox.models import Outbox, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.fakes.ichiba import APP_ID
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
-from watches.marketplaces.rakuten import RakutenMarketplace, parse_retry_after
+from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.models import Listing, PricePoint
 
 CODE = "yasu-shop:tp-12r"
@@ -208,13 +208,6 @@ def test_one_result_per_requested_code_in_one_batch(ichiba):
     assert ichiba.asked(CODE) == 1
 
 
-def test_retry_after_as_an_http_date():
-    now = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
-    assert parse_retry_after("Sun, 01 Mar 2026 12:00:30 GMT", now) == 30.0
-    assert parse_retry_after("garbage", now) is None
-    assert parse_retry_after("-5", now) == 0.0
-
-
 # --- registration -------------------------------------------------------------------------
 
 
@@ -230,13 +223,16 @@ def test_rakuten_is_registered_when_an_application_id_is_set():
         "print(json.dumps(settings.MARKETPLACE_ADAPTERS))"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "yasugoro.settings", "RAKUTEN_APP_ID": "x"}
+    env.pop("DEMO_MARKET", None)  # set for the test process by the test settings
+    env.pop("DEBUG", None)
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
     )
     adapters = json.loads(out.stdout)
     assert adapters["rakuten"] == "watches.marketplaces.rakuten.RakutenMarketplace"
-    assert adapters["demo"] == "watches.marketplaces.demo.DemoMarketplace"
+    # A production with a real marketplace runs no demo (tests/test_demo_app.py).
+    assert "demo" not in adapters
 
 
 # --- the dispatcher maps each kind ----------------------------------------------------------

@@ -4,7 +4,7 @@ from django.core.management import call_command
 
 @pytest.mark.django_db
 def test_seed_demo_is_idempotent():
-    from watches.demo import seed_demo
+    from demo.seed import seed_demo
 
     first = seed_demo()
     second = seed_demo()

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from outbox.models import Outbox, OutboxEvent, Reason, Status
-from outbox.transitions import ALLOWED, TransitionNotAllowed, transition, transition_one
+from outbox.transitions import (
+    ALLOWED,
+    Fence,
+    Outcome,
+    TransitionNotAllowed,
+    transition,
+    transition_each,
+    transition_one,
+)
 from tests.factories import WatchFactory
 from tests.outbox_helpers import enqueue_for
 
@@ -15,34 +23,34 @@ pytestmark = pytest.mark.django_db
 def test_a_move_outside_the_machine_raises():
     row = enqueue_for(WatchFactory())
     with pytest.raises(TransitionNotAllowed):
-        transition([row.pk], to=Status.SENT, expect=[Status.PENDING])
+        transition([row.pk], Outcome(Status.SENT), expect=[Status.PENDING])
     with pytest.raises(TransitionNotAllowed):
-        transition([row.pk], to=Status.PENDING, expect=[Status.SENT])
+        transition([row.pk], Outcome(Status.PENDING), expect=[Status.SENT])
 
 
 def test_a_sent_row_can_never_move():
     row = enqueue_for(WatchFactory())
-    transition([row.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "me"})
-    transition([row.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="me")
+    transition([row.pk], Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "me"}))
+    transition([row.pk], Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("me"))
     for to in ALLOWED:
         with pytest.raises(TransitionNotAllowed):
-            transition_one(row.pk, to=to, reason=Reason.MANUAL)
+            transition_one(row.pk, Outcome(to, Reason.MANUAL))
     assert not any(Status.SENT in sources for sources in ALLOWED.values())
 
 
 def test_transition_one_is_false_when_another_process_got_there_first():
     row = enqueue_for(WatchFactory())
-    transition([row.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "a"})
-    assert transition_one(row.pk, to=Status.SENT, reason=Reason.DELIVERED, holder="b") is False
+    transition([row.pk], Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "a"}))
+    assert transition_one(row.pk, Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("b")) is False
 
 
 def test_each_moved_row_gets_one_event_with_from_and_to():
     rows = [enqueue_for(WatchFactory()) for _ in range(3)]
     ids = [r.pk for r in rows]
-    transition(ids[:1], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "x"})
+    transition(ids[:1], Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "x"}))
 
     moved = transition(
-        ids, to=Status.DROPPED, reason=Reason.MANUAL, actor="staff-ann", detail="asked by the user"
+        ids, Outcome(Status.DROPPED, Reason.MANUAL, detail="asked by the user"), actor="staff-ann"
     )
 
     assert sorted(moved) == sorted(ids)
@@ -56,10 +64,10 @@ def test_each_moved_row_gets_one_event_with_from_and_to():
 
 def test_rows_not_in_an_allowed_status_are_left_alone():
     sent, pending = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
-    transition([sent.pk], to=Status.SENDING, reason=Reason.CLAIMED, set_fields={"claimed_by": "h"})
-    transition([sent.pk], to=Status.SENT, reason=Reason.DELIVERED, holder="h")
+    transition([sent.pk], Outcome(Status.SENDING, Reason.CLAIMED, values={"claimed_by": "h"}))
+    transition([sent.pk], Outcome(Status.SENT, Reason.DELIVERED), fence=Fence("h"))
 
-    moved = transition([sent.pk, pending.pk], to=Status.DROPPED, reason=Reason.MANUAL)
+    moved = transition([sent.pk, pending.pk], Outcome(Status.DROPPED, Reason.MANUAL))
 
     assert moved == [pending.pk]
     assert OutboxEvent.objects.filter(outbox=sent, to_status=Status.DROPPED).count() == 0
@@ -67,12 +75,15 @@ def test_rows_not_in_an_allowed_status_are_left_alone():
 
 def test_per_row_values_reach_only_their_row():
     a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
-    transition(
-        [a.pk, b.pk],
-        to=Status.SENDING,
-        reason=Reason.CLAIMED,
-        set_fields={"claimed_by": "h"},
-        per_row={"attempts": {a.pk: 5, b.pk: 7}},
+    transition_each(
+        {
+            a.pk: Outcome(
+                Status.SENDING, Reason.CLAIMED, values={"claimed_by": "h", "attempts": 5}
+            ),
+            b.pk: Outcome(
+                Status.SENDING, Reason.CLAIMED, values={"claimed_by": "h", "attempts": 7}
+            ),
+        }
     )
     a.refresh_from_db()
     b.refresh_from_db()
@@ -82,16 +93,16 @@ def test_per_row_values_reach_only_their_row():
 def test_increment_adds_one_to_each_rows_own_value():
     a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
     Outbox.objects.filter(pk=b.pk).update(attempts=4)
-    transition([a.pk, b.pk], to=Status.SENDING, reason=Reason.CLAIMED, increment=["attempts"])
+    transition([a.pk, b.pk], Outcome(Status.SENDING, Reason.CLAIMED, increment=("attempts",)))
     assert dict(Outbox.objects.values_list("pk", "attempts")) == {a.pk: 1, b.pk: 5}
 
 
 def test_one_per_row_value_shared_by_every_row_reaches_each():
     a, b = enqueue_for(WatchFactory()), enqueue_for(WatchFactory())
-    transition(
-        [a.pk, b.pk],
-        to=Status.DROPPED,
-        reason=Reason.MANUAL,
-        per_row={"detail": {a.pk: "same", b.pk: "same"}},
+    transition_each(
+        {
+            a.pk: Outcome(Status.DROPPED, Reason.MANUAL, "same"),
+            b.pk: Outcome(Status.DROPPED, Reason.MANUAL, "same"),
+        }
     )
     assert set(Outbox.objects.values_list("detail", flat=True)) == {"same"}

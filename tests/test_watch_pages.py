@@ -165,6 +165,7 @@ def test_a_per_unit_target_is_compared_with_the_per_unit_low(client, listing):
 
 
 def test_a_target_already_met_says_a_notification_is_coming(client, listing):
+    device_with_cookie(client, push_endpoint="https://fcm.googleapis.com/x", push_active=True)
     post_watch(client, listing, trigger="target_price", target_price="1200")
     body = client.get(f"/listings/{listing.pk}/").content.decode()
     assert "at or below your price: expect a notification after the next price check" in body

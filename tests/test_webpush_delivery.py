@@ -12,15 +12,15 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from demo.market import set_product
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
-from outbox.channels.webpush import WebPushChannel, payload, retry_after_seconds
+from outbox.channels.webpush import WebPushChannel, payload
 from outbox.enqueue import Detection, enqueue, enqueue_many
 from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import ListingFactory, WatchFactory
 from tests.fakes.push_service import FakePushService, subscribe
-from watches.demo import set_product
 from watches.models import Device, Trigger
 
 pytestmark = pytest.mark.django_db
@@ -73,6 +73,17 @@ def test_dispatch_sends_the_refetched_price_encrypted_and_vapid_signed(
     assert received.ttl == settings.WEBPUSH_TTL == 8 * 3600
     assert received.urgency == "normal"
     assert received.topic == f"w{watch.pk}-target_price"
+
+
+def test_the_push_services_answer_is_kept_in_the_sent_event(client, push_service):
+    device = subscribe(client, push_service.new_subscriber())
+    _, row = watch_with_pending_row(device)
+    push_service.answer(202)
+
+    call_command("dispatch_outbox")
+
+    event = OutboxEvent.objects.get(outbox=row, to_status=Status.SENT)
+    assert event.data["delivery"] == {"status_code": 202}
 
 
 def test_back_in_stock_goes_out_with_high_urgency(client, push_service):
@@ -344,12 +355,3 @@ def test_payload_is_trimmed_to_fit_a_push_message():
     assert data["icon"] == ""
     assert len(data["body"]) == 200
     assert set(data) == PAYLOAD_KEYS
-
-
-def test_retry_after_reads_seconds_and_http_dates():
-    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
-    assert retry_after_seconds("120") == 120.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 12:05:00 GMT", now=now) == 300.0
-    assert retry_after_seconds("Thu, 01 Jan 2026 11:00:00 GMT", now=now) == 0.0
-    assert retry_after_seconds("soon") is None
-    assert retry_after_seconds(None) is None

@@ -1,5 +1,4 @@
-"""Staff's view of the domain. The demo catalogue is editable, so anyone can move a price
-and watch the outbox react."""
+"""Staff's view of the domain."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import admin
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -16,7 +15,7 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from watches.admin_intake import ListingIntakeAdminMixin
-from watches.models import DemoProduct, Device, Listing, Watch
+from watches.models import Device, Listing, Watch
 from watches.pausing import PauseResult, pause_listings
 from yasugoro.admin_mixins import PlainActionCheckboxMixin
 
@@ -278,30 +277,3 @@ class DeviceAdmin(admin.ModelAdmin):
         if not device.push_endpoint:
             return gettext("none")
         return gettext("active") if device.push_active else gettext("inactive")
-
-
-@admin.register(DemoProduct)
-class DemoProductAdmin(admin.ModelAdmin):
-    list_display = (
-        "item_code",
-        "name",
-        "price",
-        "shipping",
-        "in_stock",
-        "fault",
-        "last_seen_price",
-        "updated_at",
-    )
-    list_editable = ("price", "in_stock", "fault")
-    list_filter = ("in_stock", "category", "fault")
-    search_fields = ("item_code", "name")
-
-    def get_queryset(self, request) -> QuerySet[DemoProduct]:
-        # What polling last saw of this product on the demo marketplace, beside what staff
-        # set: the gap is what the next poll will notice.
-        seen = Listing.objects.filter(source="demo", item_code=OuterRef("item_code"))
-        return super().get_queryset(request).annotate(seen_price=Subquery(seen.values("price")[:1]))
-
-    @admin.display(description="last seen by polling", ordering="seen_price")
-    def last_seen_price(self, product: DemoProduct) -> int | None:
-        return product.seen_price

@@ -6,14 +6,17 @@ from django.utils.translation import gettext_lazy as _
 def _ensure_schedules(sender, **kwargs) -> None:
     from django.conf import settings
 
-    from yasugoro.schedules import ensure_schedule, remove_schedule
+    from yasugoro.schedules import ensure_schedule
 
     ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_MINUTES)
-    if settings.DEMO_TICK:
-        ensure_schedule("demo-tick", "watches.tasks.demo_tick", minutes=settings.DEMO_TICK_MINUTES)
-    else:
-        # A demo market must never keep moving where the demo is switched off.
-        remove_schedule("demo-tick")
+
+
+def _ensure_search_index(sender, using="default", **kwargs) -> None:
+    from django.db import connections
+
+    from watches.search_index import install
+
+    install(connections[using])
 
 
 class WatchesConfig(AppConfig):
@@ -23,3 +26,5 @@ class WatchesConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
+        # A table rebuilt by a later migration loses its search triggers: put them back.
+        post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")

@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from common.text import clip
+from common.weburl import NotAWebURL, parse_web_url
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
 from watches.models import Listing, PricePoint, Source
 
@@ -72,7 +73,7 @@ def parse_item_ref(text: object) -> ItemRef:
             "“%(text)s” is not an item code. Paste the item's URL "
             "(https://item.rakuten.co.jp/shop/item/) or its code (shop:item)."
         )
-        % {"text": _short(text)},
+        % {"text": clip(text, 80)},
         code="bad_code",
     )
 
@@ -81,17 +82,10 @@ def _parse_url(text: str) -> ItemRef:
     if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", text):
         text = "https://" + text
     try:
-        parts = urlsplit(text)
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port
-    except ValueError:
-        raise IntakeError(_("That URL is not valid."), code="bad_url") from None
-    if parts.scheme.lower() not in ("http", "https"):
-        raise IntakeError(_("Only web addresses (https://…) can be added."), code="bad_url")
-    if not host:
-        raise IntakeError(_("That URL has no site in it."), code="bad_url")
-    if parts.username is not None or parts.password is not None:
-        raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
+        url = parse_web_url(text)
+    except NotAWebURL as exc:
+        raise _url_error(exc.problem) from None
+    host, port = url.host.rstrip("."), url.port
     if host != RAKUTEN_ITEM_HOST:
         if host == "rakuten.co.jp" or host.endswith(".rakuten.co.jp"):
             raise IntakeError(
@@ -102,13 +96,14 @@ def _parse_url(text: str) -> ItemRef:
                 code="not_item_page",
             )
         raise IntakeError(
-            _("%(host)s is not supported. Yasugoro follows Rakuten Ichiba items for now.")
-            % {"host": _short(host, 60)},
+            _("Yasugoro cannot follow items on %(host)s.") % {"host": clip(host, 60)}
+            + " "
+            + _what_can_be_added(),
             code="unknown_host",
         )
-    if port not in (None, 80, 443):
-        raise IntakeError(_("That URL is not a plain item page address."), code="bad_url")
-    segments = parts.path.split("/")
+    if port not in (80, 443):
+        raise _url_error("port")
+    segments = url.path.split("/")
     # "/shop/item/" or "/shop/item": exactly two non-empty segments.
     if segments[-1] == "":
         segments = segments[:-1]
@@ -128,14 +123,39 @@ def _parse_url(text: str) -> ItemRef:
     return _enabled(ItemRef(Source.RAKUTEN, code))
 
 
+def _url_error(problem: str) -> IntakeError:
+    """What each broken rule of a URL (`common.weburl`) tells the person who pasted it."""
+    if problem == "scheme":
+        message = _("Only web addresses (https://…) can be added.")
+    elif problem == "no_host":
+        message = _("That URL has no site in it.")
+    elif problem in ("userinfo", "port"):
+        message = _("That URL is not a plain item page address.")
+    else:
+        message = _("That URL is not valid.")
+    return IntakeError(message, code="bad_url")
+
+
 def _enabled(ref: ItemRef) -> ItemRef:
     if ref.source not in settings.MARKETPLACE_ADAPTERS:
         label = Source(ref.source).label
         raise IntakeError(
-            _("%(marketplace)s is not available on this server.") % {"marketplace": label},
+            _("This Yasugoro is not connected to %(marketplace)s, so its items cannot be added.")
+            % {"marketplace": label}
+            + " "
+            + _what_can_be_added(),
             code="unknown_source",
         )
     return ref
+
+
+def _what_can_be_added() -> str:
+    """What this server can really follow, in words (it depends on its marketplaces)."""
+    if Source.RAKUTEN in settings.MARKETPLACE_ADAPTERS:
+        return _(
+            "Paste the address of a Rakuten Ichiba item (https://item.rakuten.co.jp/shop/item/)."
+        )
+    return _("Here you can watch the demo market's items: search for them above.")
 
 
 def fetch_first(ref: ItemRef) -> Observation:
@@ -241,10 +261,6 @@ def add_listing(
     return save_listing(
         ref, observation, units_per_pack=units_per_pack, unit_label=unit_label, category=category
     )
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def find_or_add(ref: ItemRef) -> Listing:

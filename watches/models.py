@@ -49,8 +49,9 @@ class Listing(models.Model):
         null=True, blank=True, help_text=_("Yen; 0 is free shipping, empty is unknown")
     )
     in_stock = models.BooleanField(null=True, blank=True)
-    # Denormalised from the price history (watches.history.refresh_stats) so the home page can
-    # sort "cheap right now" without reading history.
+    # Denormalised from the price history so the home page can sort "cheap right now" without
+    # reading history: kept by every observation (watches.observations, for polls and
+    # re-fetches alike), recomputed in bulk by watches.history.refresh_stats.
     typical_price = models.PositiveIntegerField(
         null=True, blank=True, help_text=_("Median effective price, last 30 days")
     )
@@ -62,6 +63,10 @@ class Listing(models.Model):
     last_error = models.CharField(max_length=200, blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # What search looks in (watches.search_text.for_listing): the folded name, its readings,
+    # the category's words in both languages. Kept current by save(); indexed for substring
+    # search by watches.search_index (FTS5 trigram / pg_trgm).
+    search_text = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         constraints = [
@@ -72,12 +77,31 @@ class Listing(models.Model):
             models.Index(
                 fields=["last_polled_at"], name="listing_poll_due", condition=Q(paused=False)
             ),
-            # Home page: browse one category by name.
-            models.Index(fields=["category", "name"], name="listing_category_name"),
+            # Home page: all listings in name order (ORDER BY name, id), a page at a time.
+            models.Index(fields=["name", "id"], name="listing_browse", condition=Q(paused=False)),
+            # Home page: one category in name order.
+            models.Index(
+                fields=["category", "name", "id"],
+                name="listing_category_browse",
+                condition=Q(paused=False),
+            ),
         ]
 
     def __str__(self) -> str:
         return self.name or f"{self.source}:{self.item_code}"
+
+    def save(self, *args, **kwargs) -> None:
+        from watches.search_text import for_listing
+
+        self.search_text = for_listing(self.name, self.category)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and {"name", "category"} & set(update_fields):
+            kwargs["update_fields"] = {*update_fields, "search_text"}
+        super().save(*args, **kwargs)
+        # A listing saved one by one (staff, add by link, the demo seed) shows at once.
+        from watches.pagecache import prices_changed
+
+        prices_changed()
 
     @property
     def effective_price(self) -> int | None:
@@ -221,6 +245,12 @@ class Watch(models.Model):
         max_digits=12, decimal_places=2, null=True, blank=True
     )
     last_notified_at = models.DateTimeField(null=True, blank=True)
+    # The latest detection this watch could not be told about because its device could not
+    # be reached (notifications off): the effective price then, and when it was first seen
+    # at that price. Shown on the history page as "we would have told you". Written by
+    # polling through watches.missed, never by the outbox.
+    missed_price = models.PositiveIntegerField(null=True, blank=True)
+    missed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -251,31 +281,3 @@ class Watch(models.Model):
     @property
     def is_live(self) -> bool:
         return self.removed_at is None and not self.paused
-
-
-class DemoProduct(models.Model):
-    """The built-in demo marketplace's catalogue. Staff edit price, stock and even a simulated
-    fault in admin, and watch the outbox react."""
-
-    class Fault(models.TextChoices):
-        NONE = "", _("None (answers normally)")
-        RATE_LIMITED = "rate_limited", _("Rate limited")
-        SERVER = "server", _("Server error")
-        NETWORK = "network", _("Network error")
-        BAD_RESPONSE = "bad_response", _("Malformed response")
-
-    item_code = models.CharField(max_length=100, unique=True)
-    name = models.CharField(max_length=500)
-    shop_name = models.CharField(max_length=200, default="Yasugoro Demo Shop")
-    category = models.CharField(max_length=100, blank=True)
-    image_url = models.URLField(max_length=1000, blank=True)
-    units_per_pack = models.PositiveIntegerField(null=True, blank=True)
-    unit_label = models.CharField(max_length=20, blank=True)
-    price = models.PositiveIntegerField()
-    shipping = models.PositiveIntegerField(null=True, blank=True)
-    in_stock = models.BooleanField(default=True)
-    fault = models.CharField(max_length=20, choices=Fault.choices, blank=True, default="")
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.item_code} {self.name}"

@@ -2,7 +2,8 @@
 
 Polling skips a paused listing and the dispatcher drops its notifications when it reaches
 them; `listings_paused` lets the outbox drop them at once, with the staff user's name, without
-`watches` knowing about the outbox (the outbox connects its receiver when it starts).
+`watches` knowing about the outbox (`watches.services.listings_paused`: the outbox connects
+its receiver when it starts).
 """
 
 from __future__ import annotations
@@ -11,14 +12,10 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.dispatch import Signal
 from django.utils import timezone
 
+from watches import services
 from watches.models import Listing
-
-# Sent after listings were paused, with `listing_ids`, `actor` and `now`. A receiver returns
-# what it did, as something that prints as a sentence for staff (or None).
-listings_paused = Signal()
 
 
 @dataclass
@@ -33,8 +30,8 @@ def pause_listings(
     """Pause the listings and tell the receivers of `listings_paused` — also for listings
     already paused, so pausing again settles whatever was enqueued since (idempotent)."""
     listing_ids = list(listing_ids)
-    paused = Listing.objects.filter(id__in=listing_ids, paused=False).update(paused=True)
-    responses = listings_paused.send(
+    paused = services.pause_listings(listing_ids)
+    responses = services.listings_paused.send(
         sender=Listing, listing_ids=listing_ids, actor=actor, now=now or timezone.now()
     )
     return PauseResult(paused, [str(answer) for _, answer in responses if answer is not None])

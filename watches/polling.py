@@ -4,17 +4,20 @@ its watches' triggers detect.
 A run takes due listings (not paused, least recently polled first) in batches of one source
 and, for each batch:
 1. fetches them through the marketplace adapter (network; no transaction open);
-2. loads, in one query each, the batch's recent price points and its live watches (not
-   paused, not removed) with their devices;
+2. applies the observation rule of `watches.observations` — the same the dispatcher's
+   re-fetch follows — in memory: which answers become PricePoints (not when nothing changed
+   and the last point is younger than POLL_HISTORY_MIN_MINUTES), the listings' last-seen
+   state, typical price and 90-day low, or their error; this reads the batch's recent
+   history in one query, and the live watches (not paused, not removed) with their devices
+   in another;
 3. per listing, builds its History once from the points *before* this observation, and judges
    every live watch with `watches.triggers.detect`;
-4. in one short transaction: writes a PricePoint per observation (skipped when nothing changed
-   and the last point is younger than POLL_HISTORY_MIN_MINUTES), updates the listings
-   (last seen price and stock, or the error), and enqueues every detection through the bulk
-   `outbox.enqueue.enqueue_many`, which folds a detection already enqueued today.
+4. in one short transaction: saves the observations and enqueues every detection through the
+   bulk `outbox.enqueue.enqueue_many`, which folds a detection already enqueued today.
 
-A marketplace error is recorded on the listing (`last_error`) and counted; it never stops
-the run. Triggers are judged on observations only: an error tells nothing about the price.
+A marketplace error (an adapter's crash included) is recorded on the listing (`last_error`)
+and counted; it never stops the run. Triggers are judged on observations only: an error tells
+nothing about the price; `empty` is an observation, out of stock.
 """
 
 from __future__ import annotations
@@ -28,20 +31,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
 from outbox.enqueue import Detection, enqueue_many
-from watches.history import stats
-from watches.marketplaces.base import (
-    FetchError,
-    FetchKind,
-    FetchResult,
-    Observation,
-    get_marketplace,
-)
-from watches.models import Listing, PricePoint, Watch
-from watches.triggers import LOW_WINDOW, History, Judgement, Point, build_history, detect
+from watches.marketplaces.base import Observation
+from watches.missed import record_missed
+from watches.models import Listing, Watch
+from watches.observations import fetch, observe
+from watches.triggers import History, Judgement, build_history, detect
 
 log = logging.getLogger("watches.polling")
 
@@ -81,9 +79,29 @@ def due_listings(
     if source is not None:
         queryset = queryset.filter(source=source)
     if not force:
-        cutoff = now - dt.timedelta(minutes=settings.POLL_MINUTES) / 2
+        cutoff = now - _due_after()
         queryset = queryset.filter(Q(last_polled_at__isnull=True) | Q(last_polled_at__lte=cutoff))
     return queryset.order_by(F("last_polled_at").asc(nulls_first=True), "id")
+
+
+def next_due_at() -> dt.datetime | None:
+    """When the least recently polled active listing falls due, by the rule of
+    `due_listings` (now or earlier when one is due already); None when no listing is
+    active."""
+    oldest = Listing.objects.filter(paused=False).aggregate(
+        never=Count("pk", filter=Q(last_polled_at__isnull=True)),
+        active=Count("pk"),
+        oldest=Min("last_polled_at"),
+    )
+    if not oldest["active"]:
+        return None
+    if oldest["never"]:
+        return timezone.now()
+    return oldest["oldest"] + _due_after()
+
+
+def _due_after() -> dt.timedelta:
+    return dt.timedelta(minutes=settings.POLL_MINUTES) / 2
 
 
 def poll(
@@ -137,136 +155,35 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
     result = PollResult(listings=len(listings))
     if not listings:
         return result
-    fetched = _fetch(source, [listing.item_code for listing in listings])
+    fetched = fetch(source, [listing.item_code for listing in listings])
 
     now = timezone.now()
-    points_by_listing = _recent_points([listing.pk for listing in listings], now)
+    observations = observe([(listing, fetched[listing.item_code]) for listing in listings], now)
     watches_by_listing = _live_watches([listing.pk for listing in listings])
-
-    new_points: list[PricePoint] = []
     detections: list[Detection] = []
-    seen: list[Listing] = []
-    failed: list[Listing] = []
-    described: list[Listing] = []
-    for listing in listings:
-        observation = _as_observation(listing, fetched.get(listing.item_code), now)
-        if isinstance(observation, FetchError):
+    missed: list[tuple[Watch, Observation]] = []
+    for seen in observations.seen:
+        if seen.observation is None:
             result.errors += 1
-            listing.last_error = f"{observation.kind}: {observation.detail}"[:200]
-            listing.last_error_at = now
-            listing.last_polled_at = now
-            failed.append(listing)
             continue
         result.observations += 1
-        # Only what came before this observation (a dispatcher may have written since).
-        previous = [
-            p
-            for p in points_by_listing.get(listing.pk, ())
-            if p.observed_at < observation.observed_at
-        ]
-        if _worth_writing(observation, previous):
-            new_points.append(PricePoint.from_observation(listing, observation))
-        seen.append(listing)
-        if _remember(listing, observation):
-            described.append(listing)
-        past = [_point(p) for p in previous]
-        # The pages sort and chart by these: kept current with every poll, from points
-        # already in memory.
-        listing.typical_price, listing.low_90 = stats(
-            build_history([*past, _point(observation)], observation.observed_at)
-        )
-        watches = watches_by_listing.get(listing.pk)
+        watches = watches_by_listing.get(seen.listing.pk)
         if watches:
-            history = build_history(past, observation.observed_at)
-            detections.extend(_judge(listing, observation, history, watches))
+            history = build_history(seen.past, seen.observation.observed_at)
+            detections.extend(_judge(seen.listing, seen.observation, history, watches, missed))
 
-    # Each group writes only the fields this run learned: staff may have edited the rest
-    # (a name, units per pack, `paused`) while the batch was being fetched.
     with transaction.atomic():
-        PricePoint.objects.bulk_create(new_points, batch_size=500)
-        _update(
-            seen,
-            [
-                "price",
-                "shipping",
-                "in_stock",
-                "last_polled_at",
-                "last_error",
-                "typical_price",
-                "low_90",
-            ],
-        )
-        _update(failed, ["last_error", "last_error_at", "last_polled_at"])
-        _update(described, list(_DESCRIPTIVE))
+        observations.save()
         result.enqueued = enqueue_many(detections, now=now)
-    result.points = len(new_points)
+        record_missed(missed)
+    result.points = len(observations.points)
     return result
-
-
-_OBSERVED = ("price", "shipping", "in_stock")
-
-
-def _update(listings: list[Listing], fields: list[str]) -> None:
-    if listings:
-        Listing.objects.bulk_update(listings, fields, batch_size=500)
-
-
-def _fetch(source: str, codes: list[str]) -> dict[str, FetchResult]:
-    try:
-        return get_marketplace(source).fetch(codes)
-    except Exception as exc:  # a bug or misconfiguration in an adapter must not stop polling
-        log.exception("marketplace %s failed", source)
-        return {
-            code: FetchError(FetchKind.BAD_RESPONSE, f"{type(exc).__name__}: {exc}"[:150])
-            for code in codes
-        }
-
-
-def _as_observation(
-    listing: Listing, result: FetchResult | None, now: dt.datetime
-) -> Observation | FetchError:
-    """`empty` is an observation too: the item is out of stock, at its last known price."""
-    if result is None:
-        return FetchError(FetchKind.BAD_RESPONSE, "the marketplace did not answer for this item")
-    if isinstance(result, FetchError) and result.kind == FetchKind.EMPTY:
-        return Observation(
-            item_code=listing.item_code,
-            price=listing.price,
-            shipping=listing.shipping,
-            in_stock=False,
-            observed_at=now,
-        )
-    return result
-
-
-def _recent_points(listing_ids: list[int], now: dt.datetime) -> dict[int, list[PricePoint]]:
-    """The last 90 days of points of these listings, oldest first, in one query; a listing
-    with none that recent gets its latest point alone (what "unchanged" compares with), in
-    one more query."""
-    fields = ("listing_id", "observed_at", "price", "shipping", "in_stock")
-    by_listing: dict[int, list[PricePoint]] = defaultdict(list)
-    recent = PricePoint.objects.filter(
-        listing_id__in=listing_ids, observed_at__gte=now - LOW_WINDOW
-    ).order_by("listing_id", "observed_at", "id")
-    for point in recent.only(*fields):
-        by_listing[point.listing_id].append(point)
-    stale = [listing_id for listing_id in listing_ids if listing_id not in by_listing]
-    if stale:
-        latest_id = (
-            PricePoint.objects.filter(listing_id=OuterRef("listing_id"))
-            .order_by("-observed_at", "-id")
-            .values("id")[:1]
-        )
-        latest = PricePoint.objects.filter(listing_id__in=stale, id=Subquery(latest_id))
-        for point in latest.only(*fields):
-            by_listing[point.listing_id].append(point)
-    return by_listing
 
 
 def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
     """Live watches (not removed, not paused) of these listings, with their devices, in one
-    query. Watches whose device cannot be reached are left out: enqueueing for them would
-    only drop `no_subscription` again at every poll."""
+    query. Watches whose device cannot be reached are judged too: what they would have been
+    told is kept on the watch (watches.missed), not enqueued."""
     by_listing: dict[int, list[Watch]] = defaultdict(list)
     watches = (
         Watch.live.filter(listing_id__in=listing_ids, paused=False)
@@ -274,55 +191,24 @@ def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
         .order_by("id")
     )
     for watch in watches:
-        if watch.device.can_receive:
-            by_listing[watch.listing_id].append(watch)
+        by_listing[watch.listing_id].append(watch)
     return by_listing
 
 
-def _worth_writing(observation: Observation, previous: list[PricePoint]) -> bool:
-    if not previous:
-        return True
-    last = previous[-1]
-    changed = (last.price, last.shipping, last.in_stock) != (
-        observation.price,
-        observation.shipping,
-        observation.in_stock,
-    )
-    quiet_for = observation.observed_at - last.observed_at
-    return changed or quiet_for >= dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
-
-
-_DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
-
-
-def _remember(listing: Listing, observation: Observation) -> bool:
-    """The listing's last-seen state. Descriptive fields only fill what is still empty, so
-    staff's edits and a shop's renaming spree do not fight; True when one was filled."""
-    listing.price = observation.price
-    listing.shipping = observation.shipping
-    listing.in_stock = observation.in_stock
-    listing.last_polled_at = observation.observed_at
-    listing.last_error = ""
-    filled = False
-    for field in _DESCRIPTIVE:
-        value = getattr(observation, field)
-        if value and not getattr(listing, field):
-            setattr(listing, field, value)
-            filled = True
-    return filled
-
-
-def _point(point: PricePoint | Observation) -> Point:
-    return Point(point.observed_at, point.effective_price, point.in_stock)
-
-
 def _judge(
-    listing: Listing, observation: Observation, history: History, watches: list[Watch]
+    listing: Listing,
+    observation: Observation,
+    history: History,
+    watches: list[Watch],
+    missed: list[tuple[Watch, Observation]],
 ) -> list[Detection]:
     detections = []
     for watch in watches:
         judgement = detect(watch, listing.units_per_pack, observation, history)
-        if judgement.holds:
+        if judgement.holds and not watch.device.can_receive:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
+            missed.append((watch, observation))
+        elif judgement.holds:
             payload = snapshot(watch, listing, observation, history, judgement)
             detections.append(Detection.for_watch(watch, observation.observed_at, payload))
     return detections

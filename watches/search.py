@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import unicodedata
 
+from django.db import connection
 from django.db.models import ExpressionWrapper, F, FloatField, IntegerField, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from watches.models import Listing
+from watches.search_index import matching
+from watches.search_text import MAX_QUERY, query_terms
+from watches.vocabulary import category_label
 
 # "Near its 90-day low": within this share above it.
 NEAR_LOW = 1.05
-MAX_QUERY = 100
 
 
 def normalise(text: str) -> str:
-    """NFKC folds full-width Latin and half-width katakana into their usual forms, so
-    'ＢＯＳＳ' finds 'BOSS' and 'ｺｰﾋｰ' finds 'コーヒー'."""
+    """The query as the page shows it back: NFKC (so 'ＢＯＳＳ' reads 'BOSS'), trimmed."""
     return unicodedata.normalize("NFKC", text).strip()[:MAX_QUERY]
 
 
@@ -30,9 +32,13 @@ def with_effective_price(queryset: QuerySet[Listing]) -> QuerySet[Listing]:
 
 
 def search(query: str = "", category: str = "") -> QuerySet[Listing]:
+    """Active listings whose search text holds every word of `query` (folded the same way:
+    hiragana finds katakana, full-width finds half-width, English finds the Japanese
+    category, romaji finds the reading), in name order (the `listing_browse` index)."""
     listings = Listing.objects.filter(paused=False)
-    for term in normalise(query).split():
-        listings = listings.filter(name__icontains=term)
+    terms = query_terms(query)
+    if terms:
+        listings = matching(listings, terms, connection.vendor)
     if category:
         listings = listings.filter(category=category)
     return listings.order_by("name", "id")
@@ -58,11 +64,14 @@ def cheap_now(limit: int = 10) -> QuerySet[Listing]:
     )
 
 
-def categories() -> list[str]:
-    return list(
+def categories() -> list[tuple[str, str]]:
+    """(stored name, name in the reader's language) of every category with an active
+    listing, in the reader's alphabetical order."""
+    names = (
         Listing.objects.filter(paused=False)
         .exclude(category="")
         .order_by("category")
         .values_list("category", flat=True)
         .distinct()
     )
+    return sorted(((name, category_label(name)) for name in names), key=lambda pair: pair[1])

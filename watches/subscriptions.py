@@ -29,15 +29,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from common.weburl import NotAWebURL, parse_web_url
 from watches.models import Device
 
 MAX_ENDPOINT_LENGTH = Device._meta.get_field("push_endpoint").max_length
 
-# Scheme, host (letters, digits, dots, hyphens — no userinfo, no IP-literal brackets, no
-# backslash: nothing that two URL parsers could read differently), optional port, path.
-_ENDPOINT_RE = re.compile(
-    r"(?P<scheme>https?)://(?P<host>[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?(?P<path>/[!-\[\]-~]*)?"
-)
 _HOST_RE = re.compile(r"(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
@@ -75,6 +71,9 @@ def parse_json_body(body: bytes, content_type: str) -> Any:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise InvalidSubscription("The request body is not valid JSON.") from None
+    except RecursionError:
+        # ~1,000 nested brackets (2 KB, well under the size limit) exhaust the parser's stack.
+        raise InvalidSubscription("The request body is nested too deeply.") from None
 
 
 def parse_subscription(data: Any) -> Subscription:
@@ -104,19 +103,18 @@ def check_endpoint(endpoint: str) -> None:
     (or exactly an allowed origin)."""
     if len(endpoint) > MAX_ENDPOINT_LENGTH:
         raise InvalidSubscription(f"The endpoint is longer than {MAX_ENDPOINT_LENGTH} characters.")
-    match = _ENDPOINT_RE.fullmatch(endpoint)
-    if not match:
-        raise InvalidSubscription("The endpoint is not a plain http(s) URL.")
-    scheme, host = match["scheme"].lower(), match["host"].lower()
-    port = int(match["port"]) if match["port"] else (443 if scheme == "https" else 80)
+    try:
+        url = parse_web_url(endpoint)
+    except NotAWebURL:
+        raise InvalidSubscription("The endpoint is not a plain http(s) URL.") from None
     hosts, origins = allowlist()
-    if (scheme, host, port) in origins:
+    if url.origin in origins:
         return
-    if scheme != "https":
+    if url.scheme != "https":
         raise InvalidSubscription("The endpoint must be an https URL.")
-    if port == 443 and any(_host_matches(pattern, host) for pattern in hosts):
+    if url.port == 443 and any(_host_matches(pattern, url.host) for pattern in hosts):
         return
-    shown = host if port == 443 else f"{host}:{port}"
+    shown = url.host if url.port == 443 else f"{url.host}:{url.port}"
     raise InvalidSubscription(f"{shown} is not a known push service.")
 
 
@@ -136,12 +134,13 @@ def allowlist() -> tuple[list[str], set[tuple[str, str, int]]]:
     for raw in settings.PUSH_SERVICE_HOSTS:
         entry = raw.strip().lower()
         if "://" in entry:
-            match = _ENDPOINT_RE.fullmatch(entry)
-            if not match or (match["path"] or "/") != "/":
+            try:
+                url = parse_web_url(entry)
+            except NotAWebURL:
+                url = None
+            if url is None or url.path not in ("", "/") or url.query:
                 raise ImproperlyConfigured(f"PUSH_SERVICE_HOSTS: {raw!r} is not an origin")
-            default = 443 if match["scheme"] == "https" else 80
-            port = int(match["port"]) if match["port"] else default
-            origins.add((match["scheme"], match["host"], port))
+            origins.add(url.origin)
         elif _HOST_RE.fullmatch(entry):
             hosts.append(entry)
         else:
@@ -224,13 +223,3 @@ def clear_subscription(device: Device) -> None:
     device.push_endpoint = device.push_p256dh = device.push_auth = ""
     device.push_active = False
     device.push_subscribed_at = None
-
-
-def deactivate_subscription(device: Device, endpoint: str) -> int:
-    """The push service said `endpoint` is gone: deactivate it — only if it is still the
-    device's endpoint, so a gone answer for an old subscription never switches off the new
-    one the browser registered meanwhile."""
-    updated = Device.objects.filter(pk=device.pk, push_endpoint=endpoint).update(push_active=False)
-    if updated and device.push_endpoint == endpoint:
-        device.push_active = False
-    return updated

@@ -27,10 +27,10 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from watches.models import Trigger, effective_price, unit_price
 
@@ -66,9 +66,9 @@ class ObservationLike(Protocol):
     in_stock: bool
 
 
-@dataclass(frozen=True)
-class Point:
-    """One past observation, as triggers see it."""
+class Point(NamedTuple):
+    """One past observation, as triggers see it. A named tuple: a listing's history is
+    hundreds of these, built on every poll and re-fetch, and a tuple is the cheapest to build."""
 
     observed_at: dt.datetime
     effective_price: int | None
@@ -108,12 +108,6 @@ class History:
 def build_history(points: Iterable[Point], now: dt.datetime) -> History:
     """Summarise past observations (not including the one being judged) as of `now`."""
     ordered = tuple(sorted(points, key=lambda p: p.observed_at))
-    low_start = now - LOW_WINDOW
-    window = [
-        p.effective_price
-        for p in ordered
-        if p.in_stock and p.effective_price is not None and p.observed_at >= low_start
-    ]
     last_out_at = restocked_at = None
     for index in range(len(ordered) - 1, -1, -1):
         if not ordered[index].in_stock:
@@ -128,9 +122,10 @@ def build_history(points: Iterable[Point], now: dt.datetime) -> History:
         if p.in_stock and p.effective_price is not None:
             running = p.effective_price if running is None else max(running, p.effective_price)
         suffix[index] = running
+    typical, low_90 = summary(ordered, now)
     return History(
-        typical=_typical(ordered, now),
-        low_90=min(window) if window else None,
+        typical=typical,
+        low_90=low_90,
         span=(now - ordered[0].observed_at) if ordered else dt.timedelta(0),
         previous_in_stock=ordered[-1].in_stock if ordered else None,
         last_out_at=last_out_at,
@@ -140,17 +135,32 @@ def build_history(points: Iterable[Point], now: dt.datetime) -> History:
     )
 
 
-def _typical(ordered: tuple[Point, ...], now: dt.datetime) -> Decimal | None:
+def summary(ordered: Sequence[Point], now: dt.datetime) -> tuple[Decimal | None, int | None]:
+    """(typical price, 90-day low) as of `now` from points in time order: all a History
+    needs of prices, and all a listing keeps of them (`Listing.typical_price`, `low_90`)."""
+    low_start = now - LOW_WINDOW
+    window = [
+        p.effective_price
+        for p in ordered
+        if p.in_stock and p.effective_price is not None and p.observed_at >= low_start
+    ]
+    return _typical(ordered, now), min(window) if window else None
+
+
+def _typical(ordered: Sequence[Point], now: dt.datetime) -> Decimal | None:
     """The median of the last 30 days, each in-stock price weighted by how long it held.
 
-    Weighting by time, not by sample, matters because polling skips writing unchanged prices
-    (and the dispatcher writes extra points): a plain median of rows would lean towards
-    whatever period was sampled most densely. With evenly spaced points it is the plain
-    median, the mean of the two middle values included.
+    Weighting by time, not by sample, matters because history skips writing unchanged prices:
+    a plain median of rows would lean towards whatever period was sampled most densely. With
+    evenly spaced points it is the plain median, the mean of the two middle values included.
     """
     start = now - TYPICAL_WINDOW
     weights: dict[int, int] = defaultdict(int)
-    for index, point in enumerate(ordered):
+    # Points that ended before the window weigh nothing: start at the last one at or before
+    # its start (its price still holds into the window).
+    first = max(bisect.bisect_right(ordered, start, key=lambda p: p.observed_at) - 1, 0)
+    for index in range(first, len(ordered)):
+        point = ordered[index]
         end = ordered[index + 1].observed_at if index + 1 < len(ordered) else now
         begin = max(point.observed_at, start)
         if end <= begin or not point.in_stock or point.effective_price is None:
@@ -287,6 +297,17 @@ def recheck(
     return Judgement(True, "", value, line)
 
 
+def already_told(watch: WatchLike, value: Decimal | None) -> bool:
+    """A notification was delivered at `value` or lower: by itself, `value` is no news (only
+    a further drop is, or going back above the line and crossing it again)."""
+    return (
+        value is not None
+        and watch.last_notified_at is not None
+        and watch.last_notified_price is not None
+        and value >= Decimal(watch.last_notified_price)
+    )
+
+
 def _rearmed(
     watch: WatchLike,
     value: Decimal,
@@ -294,9 +315,7 @@ def _rearmed(
     history: History,
     units_per_pack: int | None,
 ) -> bool:
-    if watch.last_notified_at is None or watch.last_notified_price is None:
-        return True
-    if value < Decimal(watch.last_notified_price):
+    if not already_told(watch, value):
         return True
     highest = history.max_since(watch.last_notified_at)
     if highest is None:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
-from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from watches import devices, intake, search, watchlist
+from watches import devices, intake, pagecache, search, throttle, watchlist
 from watches.charts import price_chart
 from watches.forms import AddByLinkForm, WatchForm
 from watches.history import load_points
-from watches.models import Listing, Watch
+from watches.models import Listing, PricePoint, Watch
+from watches.pagecache import CSRF_PLACEHOLDER
 from watches.triggers import LOW_WINDOW
 
 PAGE_SIZE = 20
@@ -34,9 +35,25 @@ def home(request: HttpRequest) -> HttpResponse:
 def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 200) -> HttpResponse:
     query = search.normalise(request.GET.get("q", ""))
     category = request.GET.get("category", "")[:100]
-    listings = search.search(query, category)
-    page = Paginator(listings, PAGE_SIZE).get_page(request.GET.get("page"))
-    browsing = bool(query or category)
+    page_number = _page_number(request.GET.get("page"))
+    if query:
+        # Searches vary without end: rendered each time (the index makes them cheap).
+        chips = _chips(query, category)
+        results = _results(query, category, page_number)
+    else:
+        # Browsing is the same for everyone: cached per language until prices change.
+        chips = pagecache.fragment("chips", (category,), lambda: _chips("", category))
+        results = pagecache.fragment(
+            "results", (category, page_number), lambda: _results("", category, page_number)
+        )
+    if add_form.is_bound:
+        add_field = render_to_string("watches/_field.html", {"field": add_form["link"]})
+    else:
+        add_field = pagecache.fragment(
+            "add-field",
+            (),
+            lambda: render_to_string("watches/_field.html", {"field": add_form["link"]}),
+        )
     return render(
         request,
         "watches/home.html",
@@ -44,12 +61,38 @@ def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 20
             "nav": "home",
             "query": query,
             "category": category,
-            "categories": search.categories(),
-            "page": page,
-            "cheap": [] if browsing or page.number > 1 else list(search.cheap_now()),
+            "chips_html": chips,
+            "results_html": results,
             "add_form": add_form,
+            "add_field_html": add_field,
         },
+        status=status,
     )
+
+
+def _chips(query: str, category: str) -> str:
+    context = {"query": query, "category": category, "categories": search.categories()}
+    return render_to_string("watches/_chips.html", context)
+
+
+def _results(query: str, category: str, page_number: int) -> str:
+    page = Paginator(search.search(query, category), PAGE_SIZE).get_page(page_number)
+    browsing = bool(query or category)
+    context = {
+        "query": query,
+        "category": category,
+        "page": page,
+        "cheap": [] if browsing or page.number > 1 else list(search.cheap_now()),
+    }
+    return render_to_string("watches/_results.html", context)
+
+
+def _page_number(raw: str | None) -> int:
+    """The page asked for, as a number the paginator then bounds (so a cache key cannot be
+    made of arbitrary text)."""
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 6:
+        return max(int(raw), 1)
+    return 1
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -61,7 +104,7 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
         return redirect(reverse("home") + "#add")
     form = AddByLinkForm(request.POST)
     if form.is_valid():
-        if not _add_allowed(request):
+        if not throttle.allow(request, "add-by-link", ADD_PER_MINUTE):
             form.add_error(
                 "link", _("You added several items just now. Wait a minute and try again.")
             )
@@ -73,26 +116,6 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect("listing", listing.pk)
     return _render_home(request, form)
-
-
-def _add_allowed(request: HttpRequest) -> bool:
-    key = f"add-by-link:{_client_address(request)}"
-    if cache.add(key, 1, timeout=60):
-        return True
-    try:
-        return cache.incr(key) <= ADD_PER_MINUTE
-    except ValueError:  # expired between add and incr
-        return True
-
-
-def _client_address(request: HttpRequest) -> str:
-    """Who is asking, for a per-person limit. Behind our reverse proxy (BEHIND_PROXY) every
-    request comes from the proxy, so the address it appended to X-Forwarded-For is used: the
-    last one, the only one the proxy vouches for (earlier ones are whatever the client sent)."""
-    forwarded = request.headers.get("X-Forwarded-For", "")
-    if settings.SECURE_PROXY_SSL_HEADER and forwarded:
-        return forwarded.rsplit(",", 1)[-1].strip()[:64]
-    return request.META.get("REMOTE_ADDR", "")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -118,34 +141,72 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
     else:
         form = WatchForm(listing=listing)
     now = timezone.now()
-    points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
     device = devices.get_device(request)
     mine = (
         list(Watch.live.filter(device=device, listing=listing).order_by("created_at"))
         if device
         else []
     )
-    for watch in mine:
-        # Already at hand: no query per watch.
-        watch.listing = listing
-        watch.first_seen = points[0].observed_at if points else None
-    chart = price_chart(
-        points,
-        now=now,
-        low=listing.low_90,
-        typical=listing.typical_price,
-        target=watchlist.chart_target(listing, mine),
-    )
+    if mine:
+        first_seen = (
+            PricePoint.objects.filter(listing=listing, observed_at__gte=now - LOW_WINDOW)
+            .order_by("observed_at")
+            .values_list("observed_at", flat=True)
+            .first()
+        )
+        for watch in mine:
+            # Already at hand: no query per watch.
+            watch.listing = listing
+            watch.first_seen = first_seen
+    target = watchlist.chart_target(listing, mine)
+    if target is None:
+        # The same for every visitor without a target on it: cached until prices change.
+        main = pagecache.fragment(
+            "listing-main", (listing.pk, listing.paused), lambda: _listing_main(listing, now)
+        )
+    else:
+        main = _listing_main(listing, now, target)
+    if form.is_bound:
+        watch_form = _watch_form(listing, form, csrf_token=get_token(request))
+    else:
+        # The empty form depends only on the listing: cached, with this visitor's token put in.
+        watch_form = pagecache.with_csrf(
+            request,
+            pagecache.fragment(
+                "watch-form", (listing.pk,), lambda: _watch_form(listing, form, CSRF_PLACEHOLDER)
+            ),
+        )
     return render(
         request,
         "watches/listing.html",
         {
             "listing": listing,
-            "chart": chart,
+            "main_html": main,
+            "watch_form_html": watch_form,
             "nav": "listing",
             "form": form,
-            "mine": watchlist.rows_for(mine, now),
+            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
             "device": device,
             "push_active": devices.push_active(device),
         },
     )
+
+
+def _listing_main(listing: Listing, now, target=None) -> str:
+    """The listing's facts and its 90-day chart (with `target` as the device's line)."""
+    points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
+    chart = price_chart(
+        points, now=now, low=listing.low_90, typical=listing.typical_price, target=target
+    )
+    return render_to_string("watches/_listing_main.html", {"listing": listing, "chart": chart})
+
+
+def _watch_form(listing: Listing, form: WatchForm, csrf_token: str) -> str:
+    context = {
+        "listing": listing,
+        "form": form,
+        "action": "#watch",
+        "submit_label": _("Watch"),
+        "csrf_token": csrf_token,
+    }
+    return render_to_string("watches/_watch_form.html", context)

@@ -18,7 +18,7 @@ from django.views import i18n
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from watches import devices
+from watches import devices, throttle
 from watches.models import Device, Watch
 from watches.subscriptions import (
     InvalidSubscription,
@@ -31,6 +31,13 @@ from watches.subscriptions import (
 
 # The header the service worker sets on /push/resubscribe (see `push_resubscribe`).
 WORKER_HEADER = "X-Yasugoro-Push"
+# The transfer pages carry a token in their URL (or body). `same-origin`: the token never
+# leaves in a Referer to another site, while our own forms keep a real Origin — under
+# `no-referrer` Chromium sends `Origin: null`, which the CSRF check rightly refuses.
+TRANSFER_REFERRER_POLICY = "same-origin"
+# A browser subscribes once, and again when its subscription rotates: more than this from one
+# address in a minute is a script making devices.
+SUBSCRIBE_PER_MINUTE = 10
 
 
 # --- Pages --------------------------------------------------------------------------------
@@ -41,10 +48,13 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return _render_settings(request, devices.get_device(request))
 
 
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def create_transfer(request: HttpRequest) -> HttpResponse:
-    """Make a one-time link to move this device to another browser. The link is shown on
-    this response only: the database keeps just its hash."""
+    """POST makes a one-time link to move this device to another browser. The link is shown
+    on this response only: the database keeps just its hash. A GET (the language switch
+    coming back to this page, a reload) goes to the settings page and makes nothing."""
+    if request.method != "POST":
+        return redirect(reverse("device-settings") + "#move-h")
     device = devices.get_device(request)
     if device is None:
         messages.info(request, _("This browser has nothing to move yet."))
@@ -52,7 +62,7 @@ def create_transfer(request: HttpRequest) -> HttpResponse:
     token = devices.create_transfer_link(device)
     link = request.build_absolute_uri(reverse("device-transfer", args=[token]))
     response = _render_settings(request, device, transfer_link=link)
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = TRANSFER_REFERRER_POLICY
     return response
 
 
@@ -75,7 +85,7 @@ def transfer(request: HttpRequest, token: str) -> HttpResponse:
         else:
             messages.success(request, _("This browser now holds your watches."))
             response = redirect("device-settings")
-    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Referrer-Policy"] = TRANSFER_REFERRER_POLICY
     return response
 
 
@@ -120,7 +130,20 @@ def _render_settings(request: HttpRequest, device: Device | None, **extra) -> Ht
 def push_subscribe(request: HttpRequest) -> JsonResponse:
     """Store the browser's PushSubscription JSON (CSRF-protected: push.js sends the token).
     Creates the device on first need. 400 with a message, and nothing stored, when the
-    subscription is not acceptable."""
+    subscription is not acceptable; 429, before reading anything, when the client address
+    has subscribed SUBSCRIBE_PER_MINUTE times in the last minute."""
+    if not throttle.allow(request, "push-subscribe", SUBSCRIBE_PER_MINUTE):
+        response = JsonResponse(
+            {
+                "ok": False,
+                "error": _(
+                    "Too many subscriptions from this address. Wait a minute and try again."
+                ),
+            },
+            status=429,
+        )
+        response.headers["Retry-After"] = str(throttle.WINDOW_SECONDS)
+        return response
     try:
         subscription = parse_subscription(_json(request))
     except InvalidSubscription as exc:
@@ -132,8 +155,9 @@ def push_subscribe(request: HttpRequest) -> JsonResponse:
 
 @require_POST
 def push_unsubscribe(request: HttpRequest) -> JsonResponse:
-    """Forget the device's subscription. With `{"endpoint": …}` only when it is the device's
-    own (404 otherwise)."""
+    """Forget the device's subscription. The body is empty, `{}`, or `{"endpoint": …}` (then
+    only when it is the device's own: 404 otherwise); anything else is a 400 and changes
+    nothing."""
     device = devices.get_device(request)
     if device is None:
         return _not_found()
@@ -141,9 +165,13 @@ def push_unsubscribe(request: HttpRequest) -> JsonResponse:
     if request.META.get("CONTENT_LENGTH") not in (None, "", "0"):
         try:
             data = _json(request)
+            if not isinstance(data, dict):
+                raise InvalidSubscription('Send a JSON object: {} or {"endpoint": …}.')
+            endpoint = data.get("endpoint")
+            if endpoint is not None and not isinstance(endpoint, str):
+                raise InvalidSubscription("The endpoint must be a string.")
         except InvalidSubscription as exc:
             return _bad_request(exc)
-        endpoint = data.get("endpoint") if isinstance(data, dict) else None
     if endpoint is not None and endpoint != device.push_endpoint:
         return _not_found()
     clear_subscription(device)

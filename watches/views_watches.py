@@ -22,7 +22,9 @@ from watches.models import Watch
 @require_http_methods(["GET", "HEAD"])
 def my_watches(request: HttpRequest) -> HttpResponse:
     device = devices.get_device(request)
-    rows = watchlist.rows_for(list(watchlist.live_watches(device)))
+    rows = watchlist.rows_for(
+        list(watchlist.live_watches(device)), can_notify=bool(device and device.can_receive)
+    )
     removed = _just_removed(request, device)
     return render(
         request,
@@ -33,6 +35,7 @@ def my_watches(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "removed": removed,
             "push_active": devices.push_active(device),
+            "can_notify": bool(device and device.can_receive),
         },
     )
 

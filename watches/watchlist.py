@@ -18,10 +18,12 @@ from django.utils.translation import gettext as _
 
 from watches import units
 from watches.models import Device, Listing, PricePoint, Trigger, Watch, unit_price
+from watches.templatetags.yasugoro import when
 from watches.triggers import (
     DEFAULT_DROP_PERCENT,
     LOW_WINDOW,
     History,
+    already_told,
     compared_value,
     line_for,
 )
@@ -159,6 +161,7 @@ class Standing:
     value: Decimal | None  # the compared value now (effective or unit price)
     line: Decimal | None  # at or below this it fires
     per_unit: bool
+    told: bool = False  # a notification was already delivered at this value or lower
 
     @property
     def gap(self) -> Decimal | None:
@@ -198,7 +201,7 @@ def standing(watch: Watch, first_seen: dt.datetime | None, now: dt.datetime) -> 
         state = "met" if value <= line else "waiting"
     if line is not None and watch.trigger == Trigger.PRICE_DROP:
         line = line.quantize(Decimal("1"))
-    return Standing(state, value, line, uses_unit)
+    return Standing(state, value, line, uses_unit, already_told(watch, value))
 
 
 @dataclass(frozen=True)
@@ -227,30 +230,36 @@ def live_watches(device: Device | None) -> QuerySet[Watch]:
     )
 
 
-def rows_for(watches: list[Watch], now: dt.datetime | None = None) -> list[WatchRow]:
+def rows_for(
+    watches: list[Watch], now: dt.datetime | None = None, *, can_notify: bool = True
+) -> list[WatchRow]:
+    """The watches as the pages show them; `can_notify` is whether their device can be
+    reached right now (what is promised depends on it)."""
     now = now or timezone.now()
     return [
         WatchRow(
             watch=watch,
             summary=describe(watch),
             standing=standing(watch, getattr(watch, "first_seen", None), now),
-            advice=advice(watch.listing, watch),
+            advice=advice(watch.listing, watch, can_notify=can_notify),
         )
         for watch in watches
     ]
 
 
-def advice(listing: Listing, params: WatchParams | Watch) -> str:
+def advice(listing: Listing, watch: Watch, *, can_notify: bool = True) -> str:
     """A word of warning about a target, or "": below the 90-day low (it may never come),
-    or already met (expect a notification at the next check)."""
-    if params.trigger not in _UNIT_TRIGGERS or params.target_price is None:
+    or already met — then what really happens next: a notification after the next check,
+    nothing while notifications are off, or nothing new when it was already told at this
+    price."""
+    if watch.trigger not in _UNIT_TRIGGERS or watch.target_price is None:
         return ""
-    use_unit = params.use_unit_price and bool(listing.units_per_pack)
-    target = Decimal(params.target_price)
+    use_unit = watch.use_unit_price and bool(listing.units_per_pack)
+    target = Decimal(watch.target_price)
     low = listing.low_90
     low_value = unit_price(low, listing.units_per_pack) if use_unit else low
     now_value = compared_value(
-        params.trigger,
+        watch.trigger,
         use_unit,
         listing.units_per_pack,
         listing.price,
@@ -266,11 +275,25 @@ def advice(listing: Listing, params: WatchParams | Watch) -> str:
             "(%(low)s). It may take a long time, or never happen."
         ) % {"target": shown(target), "low": shown(low_value)}
     if (
-        params.trigger == Trigger.TARGET_PRICE
+        watch.trigger == Trigger.TARGET_PRICE
         and now_value is not None
         and listing.in_stock
         and now_value <= target
     ):
+        if not can_notify:
+            return _(
+                "It is already %(now)s, at or below your price, but notifications are off "
+                "for this browser: turn them on to be told."
+            ) % {"now": shown(now_value)}
+        if already_told(watch, now_value):
+            return _(
+                "It is already %(now)s, at or below your price. We told you %(told)s on "
+                "%(at)s; we tell you again if it drops further."
+            ) % {
+                "now": shown(now_value),
+                "told": shown(watch.last_notified_price),
+                "at": when(watch.last_notified_at),
+            }
         return _(
             "It is already %(now)s, at or below your price: expect a notification after the "
             "next price check."

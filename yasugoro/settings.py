@@ -74,7 +74,7 @@ TEMPLATES = [
 # --- Database -----------------------------------------------------------------------------
 # SQLite by default: WAL so readers never block the dispatcher, a busy timeout so a second
 # writer waits instead of failing, and BEGIN IMMEDIATE so a transaction takes the write lock
-# up front (select-then-update inside one transaction is then atomic; FINDINGS.md).
+# up front (select-then-update inside one transaction is then atomic; docs/decisions.md).
 _SQLITE_DEFAULT = f"sqlite:///{VAR_DIR / 'yasugoro.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL") or _SQLITE_DEFAULT
 _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
@@ -139,8 +139,6 @@ OUTBOX_CYCLE_SECONDS = env_int("OUTBOX_CYCLE_SECONDS", 50, minimum=1)
 OUTBOX_DELIVERY_WORKERS = env_int("OUTBOX_DELIVERY_WORKERS", 8, minimum=1)
 OUTBOX_BACKOFF_BASE_SECONDS = 30
 OUTBOX_BACKOFF_CAP_SECONDS = 30 * 60
-# The service's day for the one-notification-per-day rule; pinned in the migration too.
-OUTBOX_DEDUP_ZONE = "Asia/Tokyo"
 # Retention (schedule `outbox-retention`, daily): finished rows and their events are deleted
 # this long after their last move; dispatch cycle records sooner, they only matter recently.
 OUTBOX_RETENTION_DAYS = env_int("OUTBOX_RETENTION_DAYS", 90, minimum=1)
@@ -198,10 +196,9 @@ PUSH_SERVICE_HOSTS = env_list(
 PUSH_SUBSCRIPTION_MAX_BYTES = 4096
 
 # --- Marketplaces -------------------------------------------------------------------------
-# Source name -> class implementing watches.marketplaces.base.Marketplace.
-MARKETPLACE_ADAPTERS = {
-    "demo": "watches.marketplaces.demo.DemoMarketplace",
-}
+# Source name -> class implementing watches.marketplaces.base.Marketplace (the demo's is added
+# with the demo app, below).
+MARKETPLACE_ADAPTERS: dict[str, str] = {}
 RAKUTEN_APP_ID = env_str("RAKUTEN_APP_ID")
 RAKUTEN_API_URL = env_str(
     "RAKUTEN_API_URL", "https://app.rakuten.co.jp/services/api/IchibaItem/Search/20220601"
@@ -229,22 +226,51 @@ POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
 POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
 
 # --- Demo world ---------------------------------------------------------------------------
+# The `demo` app (a built-in marketplace, its catalogue, `demo_market`, `seed_demo`, the demo
+# tick) is installed only with DEMO_MARKET: by default under DEBUG, or where no real
+# marketplace is configured (it is then the only one). A production with Rakuten has no demo
+# app, admin page, command or schedule; production apps never import it.
+DEMO_MARKET = env_bool("DEMO_MARKET", DEBUG or not RAKUTEN_APP_ID)
 # Move the demo market on a schedule (`demo-tick`), so a running `make run` shows detections,
 # sends and drops on its own.
-DEMO_TICK = env_bool("DEMO_TICK", DEBUG)
+DEMO_TICK = env_bool("DEMO_TICK", DEBUG and DEMO_MARKET)
 DEMO_TICK_MINUTES = env_int("DEMO_TICK_MINUTES", 1, minimum=1)
+# A price or stock set by hand (`demo_market set`, admin) is left alone by the tick this long:
+# a poll sees it, the dispatcher re-checks and sends, and the person sees it happen.
+DEMO_HOLD_MINUTES = env_int("DEMO_HOLD_MINUTES", 30, minimum=1)
+if DEMO_TICK and not DEMO_MARKET:
+    raise ImproperlyConfigured("DEMO_TICK needs DEMO_MARKET: there is no demo market to move")
+if DEMO_MARKET:
+    INSTALLED_APPS.append("demo")
+    MARKETPLACE_ADAPTERS["demo"] = "demo.marketplace.DemoMarketplace"
 
 # --- django-q2 and the cache --------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 # Throttles (the test-notification cooldown) must be shared by every web process: on Redis
 # when there is one, else in the process (fine for the single process of `make run`).
+# Page fragments (watches.pagecache) and the prices version that invalidates them must be
+# shared by the web processes and the cluster that polls: Redis, or files under var/.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "yasugoro",
-        }
+        },
+        "pages": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "yasugoro",
+        },
+    }
+else:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "pages": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "pages"),
+            "OPTIONS": {"MAX_ENTRIES": 5000},
+        },
     }
 Q_CLUSTER = {
     "name": "yasugoro",
@@ -281,6 +307,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "yasugoro": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+        "demo": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
         "outbox": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
         "watches": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
         "monitoring": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},

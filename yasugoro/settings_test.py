@@ -8,6 +8,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 # Production settings refuse to start without a VAPID subject when DEBUG is off.
 os.environ.setdefault("VAPID_SUBJECT", "mailto:tests@yasugoro.example")
+# The tests move prices on the demo marketplace, whatever else is configured.
+os.environ.setdefault("DEMO_MARKET", "1")
 
 from yasugoro.settings import *  # noqa: F403
 
@@ -37,4 +39,7 @@ RAKUTEN_RATE_PER_SECOND = 1000.0
 DEMO_TICK = False
 # Tests clear the cache around every test: it must never be a shared Redis (REDIS_URL may be
 # set for the django-q2 broker of a test's qcluster processes).
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "pages": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "pages"},
+}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from django.conf import settings
-from django.utils.module_loading import import_string
+from common.registry import configured_instance
 
 if TYPE_CHECKING:
     from outbox.models import Outbox
@@ -23,23 +22,21 @@ class DeliveryKind(StrEnum):
 
 
 class DeliveryError(Exception):
-    """Delivery did not happen. `permanent` says whether trying again could ever help."""
+    """Delivery did not happen. Its `kind` says what the dispatcher does next (its table
+    `DELIVERY_OUTCOME`: retry, drop or fail); `retry_after` is the service's Retry-After in
+    seconds, when it gave one."""
 
     def __init__(
         self,
         kind: DeliveryKind,
         message: str = "",
         *,
-        permanent: bool | None = None,
         retry_after: float | None = None,
         status_code: int | None = None,
     ) -> None:
         super().__init__(message or kind.value)
         self.kind = kind
         self.message = message
-        self.permanent = (
-            kind in (DeliveryKind.GONE, DeliveryKind.REJECTED) if permanent is None else permanent
-        )
         self.retry_after = retry_after
         self.status_code = status_code
 
@@ -76,19 +73,12 @@ class Message:
 class Channel(Protocol):
     name: str
 
-    def deliver(self, row: Outbox, message: Message) -> dict | None:
-        """Deliver or raise DeliveryError. May return facts worth keeping (HTTP status…)."""
+    def deliver(self, row: Outbox, message: Message) -> Mapping[str, Any] | None:
+        """Deliver or raise DeliveryError. May return facts worth keeping (the push service's
+        HTTP status…): the dispatcher records them in the sent event's data, as `delivery`."""
         ...
 
 
-@cache
-def _channel_class(path: str) -> type:
-    return import_string(path)
-
-
 def get_channel(name: str) -> Channel:
-    try:
-        path = settings.OUTBOX_CHANNEL_CLASSES[name]
-    except KeyError:
-        raise LookupError(f"no delivery channel configured for {name!r}") from None
-    return _channel_class(path)()
+    """A new instance of the channel configured as `name` in OUTBOX_CHANNEL_CLASSES."""
+    return configured_instance("OUTBOX_CHANNEL_CLASSES", name, what="delivery channel")

@@ -18,21 +18,21 @@ it redirects to was not.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import re
 import threading
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 import requests
 from django.conf import settings
 from pywebpush import WebPushException, webpush
 
+from common.retry_after import parse_retry_after
+from common.text import clip
 from outbox import vapid
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
-from watches.subscriptions import endpoint_allowed
+from watches.services import endpoint_allowed
 
 if TYPE_CHECKING:
     from outbox.models import Outbox
@@ -134,8 +134,8 @@ def payload(message: Message) -> dict[str, Any]:
     if _size(data) > _PAYLOAD_LIMIT:
         data["icon"] = ""
     if _size(data) > _PAYLOAD_LIMIT:
-        data["body"] = data["body"][:200]
-        data["title"] = data["title"][:100]
+        data["body"] = clip(data["body"], 200)
+        data["title"] = clip(data["title"], 100)
     return data
 
 
@@ -165,14 +165,14 @@ def _from_response(response: requests.Response | None) -> DeliveryError:
             DeliveryKind.RATE_LIMITED,
             detail,
             status_code=status,
-            retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
         )
     if status >= 500:
         return DeliveryError(
             DeliveryKind.SERVER,
             detail,
             status_code=status,
-            retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
         )
     if status == 408:
         return DeliveryError(DeliveryKind.NETWORK, detail, status_code=status)
@@ -180,30 +180,12 @@ def _from_response(response: requests.Response | None) -> DeliveryError:
 
 
 def _text(response: requests.Response) -> str:
+    """The body of a refusal on one line, clipped: what staff read in the row's detail."""
     try:
         text = " ".join(response.text.split())
     except Exception:  # an undecodable body is still an answer
         return ""
-    if len(text) > RESPONSE_TEXT_LIMIT:
-        text = text[: RESPONSE_TEXT_LIMIT - 1] + "…"
-    return text
-
-
-def retry_after_seconds(value: str | None, now: dt.datetime | None = None) -> float | None:
-    """Retry-After as seconds: either a number of seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    now = now or dt.datetime.now(dt.UTC)
-    return max(0.0, (when - now).total_seconds())
+    return clip(text, RESPONSE_TEXT_LIMIT)
 
 
 def _name(exc: Exception) -> str:

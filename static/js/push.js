@@ -46,7 +46,11 @@
       body: JSON.stringify(body),
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (data) {
-        if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
+        if (!response.ok) {
+          var error = new Error(data.error || "HTTP " + response.status);
+          error.fromServer = true;
+          throw error;
+        }
         return data;
       });
     });
@@ -113,7 +117,16 @@
       var registration = await ready;
       await (active ? turnOff(registration) : turnOn(registration));
     } catch (error) {
-      status.textContent = (root.dataset.msgError || "") + " " + error.message;
+      // The browser's own words are technical and in its own language (a Japanese page
+      // once showed "Registration failed - permission denied"): say it in the page's.
+      if (window.console) console.warn("push:", error);
+      if (error && error.fromServer) {
+        say("msgServer");
+      } else if ((error && error.name === "NotAllowedError") || Notification.permission === "denied") {
+        say("msgBlocked");
+      } else {
+        say("msgError");
+      }
     } finally {
       button.disabled = false;
     }

@@ -48,7 +48,7 @@ def main() -> None:
         result = run_cycle()
         totals["cycles"] += 1
         totals["claimed"] += result.claimed
-        for key, value in result.counts().items():
+        for key, value in result.as_json().items():
             if key in totals:
                 totals[key] += value
         if result.claimed == 0:

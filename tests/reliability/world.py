@@ -18,10 +18,11 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from outbox.enqueue import Detection, enqueue_many
 from outbox.models import TERMINAL, Outbox, OutboxEvent, Status
 from tests.fakes.push_service import FakePushService, b64url
-from watches.models import Channel, DemoProduct, Device, Listing, Trigger, Watch
+from watches.models import Channel, Device, Listing, Trigger, Watch
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().parent / "run_dispatcher.py"

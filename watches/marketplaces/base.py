@@ -10,12 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from functools import cache
 from typing import Protocol
 
-from django.conf import settings
-from django.utils.module_loading import import_string
-
+from common.registry import configured_instance
 from watches.models import effective_price, unit_price
 
 
@@ -87,14 +84,6 @@ class Marketplace(Protocol):
         ...
 
 
-@cache
-def _adapter_class(path: str) -> type:
-    return import_string(path)
-
-
 def get_marketplace(source: str) -> Marketplace:
-    try:
-        path = settings.MARKETPLACE_ADAPTERS[source]
-    except KeyError:
-        raise LookupError(f"no marketplace adapter configured for source {source!r}") from None
-    return _adapter_class(path)()
+    """A new instance of the adapter configured for `source` in MARKETPLACE_ADAPTERS."""
+    return configured_instance("MARKETPLACE_ADAPTERS", source, what="marketplace adapter")

@@ -19,10 +19,8 @@ the application id, shared with every other caller in the process.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import json
 import logging
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,6 +29,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from common.retry_after import parse_retry_after
+from common.text import clip
+from common.weburl import NotAWebURL, parse_web_url
 from monitoring.counters import count_marketplace_request
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
 from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
@@ -40,6 +41,7 @@ log = logging.getLogger("watches.marketplaces.rakuten")
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
 _MAX_DETAIL = 150
+_MAX_URL = 1000
 
 
 class RakutenMarketplace:
@@ -112,22 +114,24 @@ class RakutenMarketplace:
         if status == 429 or error == "too_many_requests":
             retry_after = parse_retry_after(headers.get("Retry-After"))
             self.limiter.hold_off(retry_after if retry_after is not None else _DEFAULT_HOLD_OFF)
-            return FetchError(FetchKind.RATE_LIMITED, _clip(said), retry_after=retry_after)
+            return FetchError(
+                FetchKind.RATE_LIMITED, clip(said, _MAX_DETAIL), retry_after=retry_after
+            )
         if status >= 500:
             retry_after = parse_retry_after(headers.get("Retry-After"))
-            return FetchError(FetchKind.SERVER, _clip(said), retry_after=retry_after)
+            return FetchError(FetchKind.SERVER, clip(said, _MAX_DETAIL), retry_after=retry_after)
         if status == 404 or error == "not_found":
-            return FetchError(FetchKind.NOT_FOUND, _clip(f"{code}: {said}"))
+            return FetchError(FetchKind.NOT_FOUND, clip(f"{code}: {said}", _MAX_DETAIL))
         if status != 200 or error is not None:
             # 400 wrong_parameter is also what a bad application id gets: retried and shown
             # to staff, never taken as "this item does not exist".
-            return FetchError(FetchKind.BAD_RESPONSE, _clip(said))
+            return FetchError(FetchKind.BAD_RESPONSE, clip(said, _MAX_DETAIL))
         if not isinstance(data, dict):
             return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
         try:
             return parse_item(code, data, timezone.now())
         except _Malformed as exc:
-            return FetchError(FetchKind.BAD_RESPONSE, _clip(str(exc)))
+            return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), _MAX_DETAIL))
 
 
 class _Malformed(Exception):
@@ -193,38 +197,16 @@ def _typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
 
 def _safe_url(url: str | None) -> str:
     """Only plain https links are kept: they end up in admin links and notification icons."""
-    if not url or len(url) > 1000 or not url.startswith("https://"):
+    if not url or len(url) > _MAX_URL:
         return ""
-    if any(c in url for c in " \"'<>\\") or any(ord(c) < 32 for c in url):
-        return ""
-    return url
-
-
-def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:
-    """Seconds from a Retry-After header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
     try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
-        seconds = (when - (now or timezone.now())).total_seconds()
-    if math.isnan(seconds) or math.isinf(seconds):
-        return None
-    return max(0.0, seconds)
+        parsed = parse_web_url(url)
+    except NotAWebURL:
+        return ""
+    return url if parsed.scheme == "https" else ""
 
 
 def _detail(what: str, exc: Exception) -> str:
     # Only the exception's type: its text carries the request URL, application id included,
     # and this detail is shown to staff.
-    return _clip(f"{what}: {type(exc).__name__}")
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+    return clip(f"{what}: {type(exc).__name__}", _MAX_DETAIL)

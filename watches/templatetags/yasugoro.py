@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import dateformat
 from django.utils.translation import pgettext
 
-from watches import units
+from watches import units, vocabulary
 
 register = template.Library()
 
@@ -40,6 +40,12 @@ def signed_percent(value: float | None) -> str:
 def per_unit(price: str, label: str) -> str:
     """`{{ listing.unit_price|yen|per_unit:listing.unit_label }}` → "¥49.83 per roll"."""
     return units.per_unit(price, label or "")
+
+
+@register.filter
+def category_label(name: str) -> str:
+    """A listing's category in the reader's language."""
+    return vocabulary.category_label(name or "")
 
 
 @register.filter

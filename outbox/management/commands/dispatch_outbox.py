@@ -21,7 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args, limit: int | None, as_json: bool, **options) -> None:
         if limit is not None and limit < 1:
             raise CommandError("--limit must be at least 1")
-        counts = run_cycle(limit=limit).counts()
+        counts = run_cycle(limit=limit).as_json()
         if as_json:
             self.stdout.write(json.dumps(counts))
         else:

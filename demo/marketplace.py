@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from django.utils import timezone
 
+from demo.models import DemoProduct
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
-from watches.models import DemoProduct
 
 # A simulated fault answers like a real outage of that kind would.
 _FAULT_RETRY_AFTER = {DemoProduct.Fault.RATE_LIMITED: 60.0}

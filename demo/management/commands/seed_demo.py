@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from watches.demo import seed_demo
+from demo.seed import seed_demo
 
 
 class Command(BaseCommand):

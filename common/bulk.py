@@ -1,0 +1,35 @@
+"""Writing many rows of one table, each with its own values, in one round trip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import connection, models
+
+
+def update_by_id(
+    model: type[models.Model], fields: Sequence[str], rows: Iterable[tuple[Any, Sequence[Any]]]
+) -> int:
+    """For each (id, values) of `rows`, `UPDATE <table> SET <fields> = <values> WHERE id = …`,
+    all through one executemany; each value is prepared by its field exactly as the ORM would
+    save it. Cheaper than `bulk_update`, which builds a CASE over every id for every field.
+    Returns how many rows were given."""
+    model_fields = [model._meta.get_field(name) for name in fields]
+    params = [
+        [
+            f.get_db_prep_save(value, connection)
+            for f, value in zip(model_fields, values, strict=True)
+        ]
+        + [pk]
+        for pk, values in rows
+    ]
+    if not params:
+        return 0
+    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
+    table = connection.ops.quote_name(model._meta.db_table)
+    pk = connection.ops.quote_name(model._meta.pk.column)
+    with connection.cursor() as cursor:
+        # Only quoted identifiers are formatted in; every value is a parameter.
+        cursor.executemany(f"UPDATE {table} SET {columns} WHERE {pk} = %s", params)  # noqa: S608
+    return len(params)

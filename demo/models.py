@@ -1,0 +1,43 @@
+"""The demo marketplace's side of the world: its catalogue, which staff and the demo tick
+edit. The marketplace adapter (demo.marketplace) reads it like a real marketplace's API."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class DemoProduct(models.Model):
+    """The built-in demo marketplace's catalogue. Staff edit price, stock and even a simulated
+    fault in admin, and watch the outbox react."""
+
+    class Fault(models.TextChoices):
+        NONE = "", _("None (answers normally)")
+        RATE_LIMITED = "rate_limited", _("Rate limited")
+        SERVER = "server", _("Server error")
+        NETWORK = "network", _("Network error")
+        BAD_RESPONSE = "bad_response", _("Malformed response")
+
+    item_code = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=500)
+    shop_name = models.CharField(max_length=200, default="Yasugoro Demo Shop")
+    category = models.CharField(max_length=100, blank=True)
+    image_url = models.URLField(max_length=1000, blank=True)
+    units_per_pack = models.PositiveIntegerField(null=True, blank=True)
+    unit_label = models.CharField(max_length=20, blank=True)
+    price = models.PositiveIntegerField()
+    shipping = models.PositiveIntegerField(null=True, blank=True)
+    in_stock = models.BooleanField(default=True)
+    fault = models.CharField(max_length=20, choices=Fault.choices, blank=True, default="")
+    # Set when a person changes the price or stock (`demo_market set`, admin): the demo tick
+    # leaves the product alone until then, so what they set is what polling and the
+    # dispatcher see.
+    held_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=_("The demo tick leaves a price or stock set by hand alone until then"),
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.item_code} {self.name}"

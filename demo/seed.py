@@ -1,0 +1,127 @@
+"""A fresh demo: the catalogue as demo products and listings with 90 days of plausible price
+history, and a demo watcher, so a new `make run` has something to look at and to notify."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+
+from django.db import transaction
+from django.utils import timezone
+
+from demo.catalogue import CATALOGUE, DemoItem
+from demo.models import DemoProduct
+from watches.history import refresh_stats
+from watches.models import Channel, Device, Listing, PricePoint, Trigger, Watch
+
+
+def _history(
+    item: DemoItem, now: dt.datetime, *, on_sale: bool = False
+) -> list[tuple[dt.datetime, int, bool]]:
+    """90 days of a plausible price: small wobbles, a sale now and then, rare stock-outs.
+    Deterministic per item, so seeding twice writes the same history. `on_sale` ends it with
+    a day at the 90-day low, so a fresh demo has something "cheap right now"."""
+    rng = random.Random(hashlib.sha256(item.code.encode()).digest())
+    points = []
+    price = item.price
+    start = now - dt.timedelta(days=90)
+    steps = 90 * 3  # every 8 hours
+    for step in range(steps):
+        at = start + dt.timedelta(hours=8 * step)
+        roll = rng.random()
+        if roll < 0.04:
+            price = round(item.price * rng.uniform(0.72, 0.88))  # a sale
+        elif roll < 0.12:
+            price = item.price  # back to list price
+        else:
+            price = max(1, round(price * rng.uniform(0.985, 1.015)))
+        in_stock = rng.random() > 0.02
+        points.append((at, price, in_stock))
+    if on_sale:
+        low = min(price for _, price, ok in points if ok)
+        points[-3:] = [(at, low, True) for at, _, _ in points[-3:]]
+    # The current price and stock are where the history ends.
+    points[-1] = (points[-1][0], points[-1][1], True)
+    return points
+
+
+@transaction.atomic
+def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
+    """Load the demo catalogue, its listings with 90 days of history, and a demo watcher whose
+    notifications go to the console. Idempotent: running it again adds nothing."""
+    now = now or timezone.now()
+    created = {"products": 0, "listings": 0, "price_points": 0, "watches": 0}
+    for index, item in enumerate(CATALOGUE):
+        history = _history(item, now, on_sale=index % 4 == 0)
+        product, made = DemoProduct.objects.get_or_create(
+            item_code=item.code,
+            defaults={
+                "name": item.name,
+                "category": item.category,
+                "price": history[-1][1],
+                "shipping": item.shipping,
+                "units_per_pack": item.units,
+                "unit_label": item.unit_label,
+            },
+        )
+        created["products"] += made
+        listing, made = Listing.objects.get_or_create(
+            source="demo",
+            item_code=item.code,
+            defaults={
+                "name": item.name,
+                "shop_name": product.shop_name,
+                "category": item.category,
+                "units_per_pack": item.units,
+                "unit_label": item.unit_label,
+                "price": product.price,
+                "shipping": product.shipping,
+                "in_stock": product.in_stock,
+                "last_polled_at": now,
+            },
+        )
+        created["listings"] += made
+        if not listing.price_points.exists():
+            PricePoint.objects.bulk_create(
+                PricePoint(
+                    listing=listing,
+                    observed_at=at,
+                    price=price,
+                    shipping=item.shipping,
+                    in_stock=ok,
+                )
+                for at, price, ok in history
+            )
+            created["price_points"] += len(history)
+    created["watches"] = _seed_demo_watcher()
+    refresh_stats(Listing.objects.filter(source="demo").values_list("id", flat=True), now)
+    return created
+
+
+DEMO_DEVICE_MARK = "demo-watcher"
+
+
+def _seed_demo_watcher() -> int:
+    """A console-channel device watching a few items, so `make run` shows the outbox at work
+    without a browser subscription. Nobody can log in as it."""
+    # Not a hex digest, so no cookie token can ever hash to it.
+    device, _ = Device.objects.get_or_create(
+        token_hash=DEMO_DEVICE_MARK,
+        defaults={"channel": Channel.CONSOLE, "language": "ja"},
+    )
+    wanted = [
+        ("tp-scottie-12r", Trigger.TARGET_PRICE, {"target_price": 560}),
+        ("dt-attack-zero-2k", Trigger.PRICE_DROP, {"drop_percent": 10}),
+        ("cf-ucc-golden-1k", Trigger.LOWEST, {}),
+        ("pf-chao-churu-60", Trigger.BACK_IN_STOCK, {}),
+        ("tp-nepia-18r", Trigger.TARGET_PRICE, {"target_price": 60, "use_unit_price": True}),
+    ]
+    made = 0
+    for code, trigger, params in wanted:
+        listing = Listing.objects.get(source="demo", item_code=code)
+        _, was_made = Watch.objects.get_or_create(
+            device=device, listing=listing, trigger=trigger, removed_at=None, defaults=params
+        )
+        made += was_made
+    return made

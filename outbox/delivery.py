@@ -1,0 +1,88 @@
+"""Step 7 of a dispatch cycle: deliver the messages that still hold, concurrently, with no
+database access and no transaction open; a channel's failure becomes an outcome
+(`DELIVERY_OUTCOME`), never an exception that stops the cycle."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from monitoring.counters import delivery_timer
+from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
+from outbox.models import Outbox, Reason, Status
+
+log = logging.getLogger("outbox.dispatch")
+
+DELIVERY_OUTCOME: dict[DeliveryKind, tuple[Status, Reason]] = {
+    DeliveryKind.RATE_LIMITED: (Status.RETRY, Reason.DELIVER_RATE_LIMITED),
+    DeliveryKind.NETWORK: (Status.RETRY, Reason.DELIVER_NETWORK),
+    DeliveryKind.SERVER: (Status.RETRY, Reason.DELIVER_SERVER),
+    DeliveryKind.GONE: (Status.DROPPED, Reason.SUBSCRIPTION_GONE),
+    DeliveryKind.REJECTED: (Status.FAILED, Reason.DELIVER_REJECTED),
+}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of one message: delivered (with the facts the channel reported, kept in
+    the sent event), or the error."""
+
+    facts: Mapping[str, Any] | None = None
+    error: DeliveryError | None = None
+
+
+# A message whose thread died before it finished counts as not delivered: retried.
+_UNFINISHED = Delivery(
+    error=DeliveryError(DeliveryKind.NETWORK, "the delivery thread stopped early")
+)
+
+
+def deliver_all(items: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Delivery]]:
+    """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
+    At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
+    (cheaper than a future per message, and a slow answer holds up only its own thread).
+    The threads never touch the database."""
+    workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
+    if workers <= 1:
+        return [(row, deliver_one(row, message)) for row, message in items]
+    results: list[Delivery] = [_UNFINISHED] * len(items)
+    queue = iter(enumerate(items))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = next(queue, None)
+            if item is None:
+                return
+            index, (row, message) = item
+            results[index] = deliver_one(row, message)
+
+    threads = [
+        threading.Thread(target=work, name=f"outbox-deliver-{n}", daemon=True)
+        for n in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return list(zip((row for row, _ in items), results, strict=True))
+
+
+def deliver_one(row: Outbox, message: Message) -> Delivery:
+    try:
+        with delivery_timer(row.channel):
+            facts = get_channel(row.channel).deliver(row, message)
+    except DeliveryError as error:
+        return Delivery(error=error)
+    except Exception as exc:  # a bug in a channel: retry until the cap, then failed
+        log.exception("channel %s failed on row %s", row.channel, row.pk)
+        return Delivery(
+            error=DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}")
+        )
+    return Delivery(facts=facts)

@@ -1,0 +1,108 @@
+"""The re-check: right before sending, does each claimed row still hold?
+
+Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
+4. pre-guards drop rows whose watch was removed or paused, whose listing was paused, or whose
+   device has no subscription — without asking any marketplace;
+5. each remaining row's listing was re-fetched once this cycle (`watches.services.refetch`);
+   an error kind becomes a drop or a retry (`FETCH_OUTCOME`);
+6. the trigger is judged again on the fresh value (`watches.triggers.recheck`); of two rows
+   for the same watch and channel only the newest may go out, and the message is built from
+   the fresh value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from outbox.channels.base import Message
+from outbox.messages import build_message
+from outbox.models import Outbox, Reason, Status
+from watches.marketplaces.base import FetchError, FetchKind, FetchResult
+from watches.models import Channel
+from watches.triggers import Judgement, recheck
+
+FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
+    FetchKind.EMPTY: (Status.DROPPED, Reason.OUT_OF_STOCK),
+    FetchKind.NOT_FOUND: (Status.DROPPED, Reason.ITEM_NOT_FOUND),
+    FetchKind.RATE_LIMITED: (Status.RETRY, Reason.REFETCH_RATE_LIMITED),
+    FetchKind.NETWORK: (Status.RETRY, Reason.REFETCH_NETWORK),
+    FetchKind.SERVER: (Status.RETRY, Reason.REFETCH_SERVER),
+    FetchKind.BAD_RESPONSE: (Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
+}
+
+_NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")
+
+
+@dataclass
+class Decision:
+    """Where one claimed row goes, decided in memory and written later in bulk. A row to be
+    sent carries its message and the value it tells (the watch's next baseline)."""
+
+    to: Status
+    reason: Reason
+    detail: str = ""
+    data: dict | None = None
+    retry_after: float | None = None
+    message: Message | None = None
+    value: Decimal | None = None
+
+
+def guard(row: Outbox) -> Reason | None:
+    """Why `row` cannot go out whatever the price says, or None."""
+    watch, device = row.watch, row.device
+    if watch.removed_at is not None:
+        return Reason.WATCH_REMOVED
+    if watch.paused:
+        return Reason.WATCH_PAUSED
+    if watch.listing.paused:
+        return Reason.LISTING_PAUSED
+    if row.channel == Channel.WEBPUSH and not device.can_receive:
+        return Reason.NO_SUBSCRIPTION
+    return None
+
+
+def decide(live: list[Outbox], fetched: Mapping[int, FetchResult]) -> dict[int, Decision]:
+    """A decision for every row of `live` (rows that passed the guards), from the fresh
+    answer for its listing (`fetched`, by listing id)."""
+    decisions: dict[int, Decision] = {}
+    seen: set[tuple[int, str]] = set()
+    for row in sorted(live, key=lambda r: r.detected_at, reverse=True):
+        listing = row.watch.listing
+        result = fetched.get(listing.pk) or _NO_ANSWER
+        if isinstance(result, FetchError):
+            to, reason = FETCH_OUTCOME[result.kind]
+            decisions[row.pk] = Decision(
+                to,
+                reason,
+                result.detail,
+                {"fetch_error": result.kind.value, "detail": result.detail},
+                retry_after=result.retry_after,
+            )
+            continue
+        judgement = recheck(
+            row.watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
+        )
+        facts = {
+            "fresh": result.as_json(),
+            "value": _str(judgement.value),
+            "line": _str(judgement.line),
+        }
+        key = (row.watch_id, row.channel)
+        if judgement.holds and key in seen:
+            judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
+        if not judgement.holds:
+            decisions[row.pk] = Decision(Status.DROPPED, Reason(judgement.reason), data=facts)
+            continue
+        seen.add(key)
+        message = build_message(row, row.watch, listing, result, judgement, row.device.language)
+        facts["message"] = message.as_json()
+        decisions[row.pk] = Decision(
+            Status.SENT, Reason.DELIVERED, data=facts, message=message, value=judgement.value
+        )
+    return decisions
+
+
+def _str(value) -> str | None:
+    return None if value is None else str(value)

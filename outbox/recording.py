@@ -1,0 +1,87 @@
+"""The last step of a dispatch cycle: write every decision of a batch, fenced by the claim.
+
+All of a batch's rows move in one transaction (`transition_each`: one conditional UPDATE
+per status and reason), each only while it still carries the holder token and attempt number
+it was claimed with; a row another dispatcher took over in the meantime is left to it. What
+the moves mean for the domain is asked of `watches.services` in the same transaction: a
+delivered notification moves its watch's baseline, a gone subscription is deactivated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import Counter
+from collections.abc import Mapping
+
+from django.db import transaction
+
+from outbox.delivery import DELIVERY_OUTCOME, Delivery
+from outbox.models import Outbox, Reason, Status
+from outbox.recheck import Decision
+from outbox.retries import backoff, used_every_retry
+from outbox.transitions import Fence, Outcome, transition_each
+from watches import services
+
+log = logging.getLogger("outbox.dispatch")
+
+
+def apply_delivery(decision: Decision, delivery: Delivery) -> None:
+    """Fold what the channel said into a `sent` decision: its facts into the event, or its
+    error's outcome (`DELIVERY_OUTCOME`) instead of `sent`."""
+    if delivery.error is None:
+        if delivery.facts:
+            decision.data = {**(decision.data or {}), "delivery": dict(delivery.facts)}
+        return
+    error = delivery.error
+    decision.to, decision.reason = DELIVERY_OUTCOME[error.kind]
+    decision.retry_after, decision.detail = error.retry_after, error.message
+    decision.data = {
+        **(decision.data or {}),
+        "delivery_error": error.kind.value,
+        "status_code": error.status_code,
+    }
+
+
+def record(
+    rows: list[Outbox], decisions: Mapping[int, Decision], holder: str, now: dt.datetime
+) -> Counter[Status]:
+    """Write the decisions of a batch's `rows` claimed by `holder`. Returns how many rows
+    went to each status (a retry at the cap counts as failed)."""
+    by_row = {row.pk: row for row in rows}
+    outcomes = {
+        row_id: _outcome(by_row[row_id], decision, now) for row_id, decision in decisions.items()
+    }
+    fence = Fence(holder, {row_id: by_row[row_id].attempts for row_id in outcomes})
+    with transaction.atomic():
+        won = transition_each(outcomes, expect=[Status.SENDING], fence=fence, actor=holder, now=now)
+        if len(won) < len(outcomes):
+            log.warning(
+                "%d row(s) were taken over before %s could record them",
+                len(outcomes) - len(won),
+                holder,
+            )
+        sent = {row_id: decisions[row_id] for row_id in won if outcomes[row_id].to == Status.SENT}
+        services.advance_baselines(
+            {by_row[row_id].watch_id: decision.value for row_id, decision in sent.items()}, now
+        )
+        services.deactivate_gone_subscriptions(
+            (by_row[row_id].device_id, by_row[row_id].device.push_endpoint)
+            for row_id in won
+            if outcomes[row_id].reason == Reason.SUBSCRIPTION_GONE
+        )
+    return Counter(outcomes[row_id].to for row_id in won)
+
+
+def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
+    values: dict = {"claimed_by": ""}
+    to, increment = decision.to, ()
+    if to == Status.RETRY and used_every_retry(row.retry_count):
+        to = Status.FAILED  # the cap: this was the last try
+    if to == Status.SENT:
+        values["sent_at"] = now
+        values["sent_message"] = decision.message.as_json()
+    elif to == Status.RETRY:
+        increment = ("retry_count",)
+        values["next_attempt_at"] = now + backoff(row.retry_count, decision.retry_after)
+    return Outcome(to, decision.reason, decision.detail, decision.data, values, increment)

@@ -1,0 +1,167 @@
+"""The helpers both apps share (`common/`): each rule once, tested once, here."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from common.bulk import update_by_id
+from common.registry import configured_instance
+from common.retry_after import MAX_SECONDS, parse_retry_after
+from common.text import clip
+from common.weburl import NotAWebURL, parse_web_url
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+# --- Retry-After ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        ("  7 ", 7.0),
+        ("0", 0.0),
+        ("1.5", 1.5),  # not RFC 9110, but harmless and some servers send it
+        ("Sun, 01 Mar 2026 12:00:30 GMT", 30.0),  # IMF-fixdate
+        ("Sunday, 01-Mar-26 12:00:30 GMT", 30.0),  # obsolete RFC 850 form
+        ("Sun Mar  1 12:00:30 2026", 30.0),  # obsolete asctime form: GMT
+        ("Sun, 01 Mar 2026 11:00:00 GMT", 0.0),  # already past
+        ("9999999999", MAX_SECONDS),  # centuries: capped
+        ("Sun, 01 Mar 2126 12:00:00 GMT", MAX_SECONDS),
+    ],
+)
+def test_retry_after_reads_delay_seconds_and_http_dates(value, seconds):
+    assert parse_retry_after(value, now=NOW) == seconds
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "   ",
+        "-5",
+        "+5",
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "1e3",
+        "0x10",
+        "soon",
+        "12 s",
+        "99999999999",
+        "Mon, 99 Foo 2026 12:00:00 GMT",
+    ],
+)
+def test_retry_after_refuses_what_is_neither_seconds_nor_a_date(value):
+    assert parse_retry_after(value, now=NOW) is None
+
+
+def test_retry_after_cap_is_the_callers_to_choose():
+    assert parse_retry_after("600", cap=60) == 60
+
+
+# --- clip ----------------------------------------------------------------------------------
+
+
+def test_clip_leaves_short_text_alone_and_marks_a_cut():
+    assert clip("abc", 3) == "abc"
+    assert clip("abcd", 3) == "ab…"
+    assert len(clip("x" * 1000, 150)) == 150
+
+
+def test_clip_needs_room_for_the_mark():
+    with pytest.raises(ValueError):
+        clip("abc", 0)
+
+
+# --- registry ------------------------------------------------------------------------------
+
+
+def test_registry_builds_a_new_instance_of_the_configured_class(settings):
+    settings.OUTBOX_CHANNEL_CLASSES = {"console": "outbox.channels.console.ConsoleChannel"}
+    first = configured_instance("OUTBOX_CHANNEL_CLASSES", "console", what="delivery channel")
+    second = configured_instance("OUTBOX_CHANNEL_CLASSES", "console", what="delivery channel")
+    assert type(first).__name__ == "ConsoleChannel" and first is not second
+
+
+def test_registry_names_what_is_missing(settings):
+    settings.MARKETPLACE_ADAPTERS = {}
+    with pytest.raises(LookupError, match=r"no marketplace adapter configured for 'x'"):
+        configured_instance("MARKETPLACE_ADAPTERS", "x", what="marketplace adapter")
+
+
+# --- web URLs ------------------------------------------------------------------------------
+
+
+def test_a_plain_url_is_read_into_its_parts():
+    url = parse_web_url("HTTPS://Item.Rakuten.co.jp:443/shop/item/?x=1")
+    assert (url.scheme, url.host, url.port, url.explicit_port) == (
+        "https",
+        "item.rakuten.co.jp",
+        443,
+        True,
+    )
+    assert (url.path, url.query, url.origin) == (
+        "/shop/item/",
+        "x=1",
+        ("https", "item.rakuten.co.jp", 443),
+    )
+    assert parse_web_url("http://127.0.0.1:8765").port == 8765
+    assert parse_web_url("http://example.test/").port == 80
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("fcm.googleapis.com/abc", "scheme"),
+        ("javascript:alert(1)", "scheme"),
+        ("ftp://example.test/", "scheme"),
+        ("https:/example.test/", "scheme"),
+        ("https://", "no_host"),
+        ("https://user@example.test/", "userinfo"),
+        ("https://example.test@evil.example/", "userinfo"),
+        ("https://evil.example\\@example.test/", "characters"),
+        ("https://exa mple.test/", "characters"),
+        ("https://example.test/\x00", "characters"),
+        ("https://example.test/é", "characters"),
+        ('https://example.test/"onmouseover', "characters"),
+        ("https://example.test/<script>", "characters"),
+        ("https://[::1]/", "host"),
+        ("https://ex%41mple.test/", "host"),
+        ("https://ex_ample.test/", "host"),
+        ("https://example.test:/", "port"),
+        ("https://example.test:99999/", "port"),
+        ("https://example.test:+80/", "port"),
+        ("https://example.test:0/", "port"),
+    ],
+)
+def test_a_url_two_parsers_could_read_differently_is_refused(text, problem):
+    with pytest.raises(NotAWebURL) as refused:
+        parse_web_url(text)
+    assert refused.value.problem == problem
+
+
+# --- bulk update ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
+    from decimal import Decimal
+
+    from tests.factories import WatchFactory
+    from watches.models import Watch
+
+    first, second, untouched = WatchFactory(), WatchFactory(), WatchFactory()
+    rows = [(first.pk, (Decimal("75.50"), NOW)), (second.pk, (None, NOW - dt.timedelta(days=1)))]
+
+    assert update_by_id(Watch, ("last_notified_price", "last_notified_at"), rows) == 2
+    assert update_by_id(Watch, ("last_notified_price",), []) == 0
+
+    values = dict(Watch.objects.values_list("pk", "last_notified_price"))
+    assert values == {first.pk: Decimal("75.50"), second.pk: None, untouched.pk: None}
+    assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)

@@ -1,0 +1,103 @@
+"""Migrations: a database made at an earlier main (tests/migration_fixture.py) migrates forward
+with every row kept, back again, and ends with the tables the models of now describe — on
+SQLite and on PostgreSQL, whichever the suite runs on."""
+
+from __future__ import annotations
+
+import pytest
+from django.apps import apps as installed_apps
+from django.db import connections
+
+from tests.migration_fixture import (
+    MAIN_LEAVES,
+    carried,
+    fresh_database,
+    migrate,
+    snapshot,
+    write_rows,
+)
+
+
+@pytest.fixture
+def made_at_main(tmp_path, django_db_blocker):
+    """A new database, migrated to MAIN_LEAVES and filled through those historical models;
+    yields (connection, rows as written)."""
+    with django_db_blocker.unblock(), fresh_database(tmp_path) as connection:
+        then = migrate(connection, MAIN_LEAVES)
+        labels = write_rows(then, connection.alias)
+        yield connection, snapshot(then, connection.alias, labels)
+
+
+def tables_and_columns(connection) -> dict[str, set[str]]:
+    with connection.cursor() as cursor:
+        return {
+            table: {
+                column.name
+                for column in connection.introspection.get_table_description(cursor, table)
+            }
+            for table in connection.introspection.table_names(cursor)
+        }
+
+
+def test_a_database_made_at_main_migrates_forward_with_no_row_lost(made_at_main):
+    connection, written = made_at_main
+    assert all(written.values()), "every table of the fixture has rows"
+    now = migrate(connection)
+    expected = carried(written)
+    assert snapshot(now, connection.alias, expected) == expected
+
+
+def test_the_demo_catalogue_keeps_its_rows_in_the_demo_apps_table(made_at_main):
+    connection, _ = made_at_main
+    migrate(connection)
+    from demo.models import DemoProduct
+
+    assert DemoProduct._meta.db_table == "demo_demoproduct"
+    products = DemoProduct.objects.using(connection.alias).order_by("item_code")
+    assert [(p.item_code, p.price, p.fault, p.held_until) for p in products] == [
+        ("cf-boss-can-24", 2180, "rate_limited", None),
+        ("tp-scottie-12r", 520, "", None),
+    ]
+    tables = tables_and_columns(connection)
+    assert "watches_demoproduct" not in tables
+
+
+def test_staff_permission_and_admin_history_follow_the_demo_product(made_at_main):
+    connection, _ = made_at_main
+    migrate(connection)
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.using(connection.alias).get(name="demo editors")
+    assert [
+        (p.content_type.app_label, p.content_type.model, p.codename)
+        for p in group.permissions.all()
+    ] == [("demo", "demoproduct", "change_demoproduct")]
+    entry = LogEntry.objects.using(connection.alias).get()
+    assert entry.content_type.model_class().__module__ == "demo.models"
+
+
+def test_after_migrating_every_model_has_its_table_and_columns(made_at_main):
+    connection, _ = made_at_main
+    migrate(connection)
+    tables = tables_and_columns(connection)
+    for model in installed_apps.get_models():
+        if not model._meta.managed or model._meta.proxy:
+            continue
+        columns = {field.column for field in model._meta.local_concrete_fields}
+        assert tables.get(model._meta.db_table) == columns, model._meta.label
+
+
+def test_the_demo_move_migrates_back_with_no_row_lost_and_forward_again(made_at_main):
+    connection, written = made_at_main
+    migrate(connection)
+    then = migrate(connection, MAIN_LEAVES)
+    assert snapshot(then, connection.alias, written) == written
+    now = migrate(connection)
+    expected = carried(written)
+    assert snapshot(now, connection.alias, expected) == expected
+
+
+def test_the_fixture_database_is_not_the_test_database(made_at_main):
+    connection, _ = made_at_main
+    assert connection.settings_dict["NAME"] != connections["default"].settings_dict["NAME"]

@@ -1,0 +1,134 @@
+"""One rule for what a marketplace's answer leaves behind: a poll and the dispatcher's re-fetch
+of the same answers leave the same price history and the same listing state.
+
+Two listings with the same history are asked the same questions of the fake Ichiba API, one
+by price polling, the other by a dispatch cycle (an outbox row for it makes the dispatcher
+re-fetch it); after every step their points and listings must match — and match what the rule
+says."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from outbox.dispatch import run_cycle
+from tests.factories import DeviceFactory, ListingFactory, WatchFactory, with_history
+from tests.fakes.ichiba import ichiba_item
+from tests.outbox_helpers import enqueue_for
+from watches.models import Listing, PricePoint
+from watches.polling import poll
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
+POLLED, REFETCHED = "shop:polled", "shop:refetched"
+LISTING_STATE = (
+    "price",
+    "shipping",
+    "in_stock",
+    "typical_price",
+    "low_90",
+    "last_polled_at",
+    "last_error",
+    "last_error_at",
+)
+
+# (minutes after NOW, what the marketplace answers, whether the rule writes a point)
+STEPS = [
+    (0, {"price": 1000}, True),  # the last point is a day old: written however unchanged
+    (10, {"price": 1000}, False),  # unchanged, last point 10 min old: skipped
+    (20, {"price": 880}, True),  # a new price: written; the 90-day low follows it
+    (30, {"available": False, "price": 880}, True),  # sold out (availability 0): written
+    (40, "empty", False),  # no offer at all: out of stock at 880, as already recorded
+    (50, "server", False),  # an error: no point, the error is kept on the listing
+    (60, "empty", False),  # the error is cleared by an observation, still no new point
+    (260, "empty", True),  # unchanged but the last point is over 180 min old: written
+    (270, {"price": 950}, True),  # back in stock
+    (280, "not_found", False),  # gone from the marketplace: an error again
+]
+
+
+@pytest.fixture
+def listings(ichiba, settings):
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    history = [1000] * 20 + [None] * 3 + [1100] * 20 + [1000] * 5
+    both = []
+    for code in (POLLED, REFETCHED):
+        listing = ListingFactory(source="rakuten", item_code=code, price=1000, shipping=0)
+        both.append(with_history(listing, history, now=NOW))
+    return both
+
+
+def _answer(ichiba, code: str, answer) -> None:
+    ichiba.behave.pop(code, None)
+    if isinstance(answer, str):
+        ichiba.behave[code] = answer
+    else:
+        ichiba.items[code] = ichiba_item(code, **answer)
+
+
+def _points(listing: Listing, since: dt.datetime) -> list[tuple]:
+    return list(
+        PricePoint.objects.filter(listing=listing, observed_at__gte=since)
+        .order_by("observed_at")
+        .values_list("observed_at", "price", "shipping", "in_stock")
+    )
+
+
+def _state(listing: Listing) -> tuple:
+    """The listing's state, its own item code in an error message written as <code>."""
+    listing.refresh_from_db()
+    listing.last_error = listing.last_error.replace(listing.item_code, "<code>")
+    return tuple(getattr(listing, name) for name in LISTING_STATE)
+
+
+def test_a_poll_and_a_refetch_leave_the_same_history_and_listing_state(ichiba, listings):
+    polled, refetched = listings
+    device = DeviceFactory()
+    written = 0
+    with time_machine.travel(NOW, tick=False) as clock:
+        for minutes, answer, writes_a_point in STEPS:
+            clock.move_to(NOW + dt.timedelta(minutes=minutes))
+            for code in (POLLED, REFETCHED):
+                _answer(ichiba, code, answer)
+            # A row due for the re-fetched listing: the dispatcher asks the marketplace.
+            watch = WatchFactory(device=device, listing=refetched, target_price=5000)
+            enqueue_for(watch)
+
+            asked = ichiba.asked(REFETCHED)
+            assert poll(codes=[POLLED]).listings == 1
+            run_cycle()
+            assert ichiba.asked(REFETCHED) == asked + 1, "one re-fetch per cycle"
+
+            step = f"step at +{minutes} min ({answer})"
+            written += writes_a_point
+            assert len(_points(polled, NOW)) == written, step
+            assert [p[1:] for p in _points(polled, NOW)] == [
+                p[1:] for p in _points(refetched, NOW)
+            ], step
+            assert _state(polled) == _state(refetched), step
+
+    polled_state = dict(zip(LISTING_STATE, _state(polled), strict=True))
+    assert polled_state["last_error"].startswith("not_found")
+    assert polled_state["price"] == 950 and polled_state["in_stock"] is True
+    assert polled_state["low_90"] == 880, "the sale at ¥880 is the 90-day low"
+    assert polled_state["typical_price"] == 1100
+
+
+def test_empty_is_an_out_of_stock_point_at_the_last_known_price(ichiba, listings):
+    polled, refetched = listings
+    with time_machine.travel(NOW, tick=False):
+        for code in (POLLED, REFETCHED):
+            _answer(ichiba, code, "empty")
+        enqueue_for(WatchFactory(listing=refetched, target_price=5000))
+
+        poll(codes=[POLLED])
+        run_cycle()
+
+        for listing in (polled, refetched):
+            assert _points(listing, NOW) == [(timezone.now(), 1000, 0, False)]
+            listing.refresh_from_db()
+            assert (listing.in_stock, listing.price, listing.last_error) == (False, 1000, "")

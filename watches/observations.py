@@ -1,0 +1,215 @@
+"""What a marketplace said about listings, kept: the one rule for price history and listing
+state, for price polling and for the dispatcher's re-fetch alike (through `watches.services`).
+
+For a batch of answers, `observe` reads the listings' recent history (two queries for the
+whole batch) and applies the rule in memory; `Observations.save` then writes it in bulk:
+
+- an answer with a price and stock is an observation; `empty` (listed, no offer) is one too:
+  out of stock, at the last known price; any other error kind is no observation at all;
+- an observation becomes a PricePoint unless nothing changed (price, shipping, stock) since the
+  listing's last point and that point is younger than POLL_HISTORY_MIN_MINUTES;
+- the listing keeps the observation as its last-seen state (`price`, `shipping`, `in_stock`,
+  `last_polled_at`, `last_error` cleared), fills descriptive fields still empty (name, shop,
+  links), and gets `typical_price` and `low_90` recomputed from its history with this
+  observation in it;
+- an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
+  (`last_polled_at`), so a failing listing waits its turn like the others;
+- once saved, the cached pages that show prices are stale (`watches.pagecache`).
+
+`fetch` asks one marketplace about item codes and never raises: an adapter that crashes or
+leaves a code unanswered gives `bad_response` for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+
+from common.bulk import update_by_id
+from common.text import clip
+from watches import pagecache
+from watches.history import PointRow, listing_stats, point_rows
+from watches.marketplaces.base import (
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    get_marketplace,
+)
+from watches.models import Listing, PricePoint, effective_price
+from watches.triggers import LOW_WINDOW, Point
+
+log = logging.getLogger("watches.observations")
+
+NO_ANSWER = "the marketplace did not answer for this item"
+_ERROR_LIMIT = Listing._meta.get_field("last_error").max_length
+_DETAIL_LIMIT = 150
+_DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
+_OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error")
+_STATS = ("typical_price", "low_90")
+_FAILED = ("last_error", "last_error_at", "last_polled_at")
+
+
+# One past point as `_recent` reads it: (listing id, observed_at, price, shipping, in_stock).
+_Past = PointRow
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One listing's answer, as the rule read it."""
+
+    listing: Listing
+    result: FetchResult  # what the marketplace said
+    observation: Observation | None  # what it tells of price and stock; None for an error
+    past: Sequence[Point] = ()  # the listing's history before this observation
+
+
+@dataclass
+class Observations:
+    """A batch of answers applied to its listings in memory, ready to be saved."""
+
+    seen: list[Seen] = field(default_factory=list)
+    points: list[PricePoint] = field(default_factory=list)
+    observed: list[Listing] = field(default_factory=list)
+    failed: list[Listing] = field(default_factory=list)
+    described: list[Listing] = field(default_factory=list)
+
+    def save(self) -> None:
+        """Write the batch: new points, then each group of listings with only the fields this
+        batch learned — staff may have edited the rest (a name, units per pack, `paused`)
+        while the marketplace was being asked."""
+        with transaction.atomic():
+            PricePoint.objects.bulk_create(self.points, batch_size=500)
+            _update(self.observed, (*_OBSERVED, *_STATS))
+            _update(self.failed, _FAILED)
+            _update(self.described, _DESCRIPTIVE)
+            if self.observed:
+                # Cached pages show prices: stale once this is committed, not before (a page
+                # rendered in between would cache the old ones under the new version).
+                transaction.on_commit(pagecache.prices_changed)
+
+
+def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
+    update_by_id(
+        Listing,
+        fields,
+        ((listing.pk, [getattr(listing, name) for name in fields]) for listing in listings),
+    )
+
+
+def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
+    """One answer for every code from `source`'s adapter. Never raises: a bug or a
+    misconfiguration in the adapter is logged and answers `bad_response` for every code, and a
+    code the adapter left unanswered gets `bad_response` too."""
+    try:
+        answers = get_marketplace(source).fetch(codes)
+    except Exception as exc:  # an adapter's bug must not stop polling or a dispatch cycle
+        log.exception("marketplace %s failed", source)
+        detail = clip(f"{type(exc).__name__}: {exc}", _DETAIL_LIMIT)
+        return {code: FetchError(FetchKind.BAD_RESPONSE, detail) for code in codes}
+    return {
+        code: answers.get(code) or FetchError(FetchKind.BAD_RESPONSE, NO_ANSWER) for code in codes
+    }
+
+
+def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> Observation | None:
+    """What an answer tells of price and stock: the observation itself; for `empty`, out of
+    stock at the listing's last known price, observed `now`; nothing for another error."""
+    if isinstance(result, Observation):
+        return result
+    if result.kind == FetchKind.EMPTY:
+        return Observation(
+            item_code=listing.item_code,
+            price=listing.price,
+            shipping=listing.shipping,
+            in_stock=False,
+            observed_at=now,
+        )
+    return None
+
+
+def observe(answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime) -> Observations:
+    """Apply the rule to each (listing, answer) of a batch of distinct listings, in memory:
+    the listings are updated, the points to write collected; nothing is written."""
+    answers = list(answers)
+    past = _recent([listing.pk for listing, _ in answers], now)
+    batch = Observations()
+    for listing, result in answers:
+        observation = as_observation(listing, result, now)
+        if observation is None:
+            listing.last_error = clip(f"{result.kind}: {result.detail}", _ERROR_LIMIT)
+            listing.last_error_at = listing.last_polled_at = now
+            batch.failed.append(listing)
+            batch.seen.append(Seen(listing, result, None))
+            continue
+        # Only what came before this observation (another process may have written since).
+        at = observation.observed_at
+        before = [p for p in past.get(listing.pk, ()) if p[1] < at]
+        if _worth_writing(observation, before):
+            batch.points.append(PricePoint.from_observation(listing, observation))
+        if _remember(listing, observation):
+            batch.described.append(listing)
+        points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
+        # The pages sort and chart by these: kept current with every observation, from points
+        # already in memory.
+        fresh = Point(observation.observed_at, observation.effective_price, observation.in_stock)
+        listing.typical_price, listing.low_90 = listing_stats(
+            [*points, fresh], observation.observed_at
+        )
+        batch.observed.append(listing)
+        batch.seen.append(Seen(listing, result, observation, points))
+    return batch
+
+
+def _recent(listing_ids: list[int], now: dt.datetime) -> dict[int, list[_Past]]:
+    """The last 90 days of points of these listings, oldest first, in one query; a listing
+    with none that recent gets its latest point alone (what "unchanged" compares with), in
+    one more query."""
+    by_listing: dict[int, list[_Past]] = defaultdict(list)
+    for row in point_rows(listing_ids, now - LOW_WINDOW):
+        by_listing[row[0]].append(row)
+    stale = [listing_id for listing_id in listing_ids if listing_id not in by_listing]
+    if stale:
+        latest_id = (
+            PricePoint.objects.filter(listing_id=OuterRef("listing_id"))
+            .order_by("-observed_at", "-id")
+            .values("id")[:1]
+        )
+        latest = PricePoint.objects.filter(listing_id__in=stale, id=Subquery(latest_id))
+        columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+        for row in latest.values_list(*columns):
+            by_listing[row[0]].append(row)
+    return by_listing
+
+
+def _worth_writing(observation: Observation, before: list[_Past]) -> bool:
+    if not before:
+        return True
+    _, last_at, *last = before[-1]
+    changed = tuple(last) != (observation.price, observation.shipping, observation.in_stock)
+    quiet_for = observation.observed_at - last_at
+    return changed or quiet_for >= dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
+
+
+def _remember(listing: Listing, observation: Observation) -> bool:
+    """The listing's last-seen state. Descriptive fields only fill what is still empty, so
+    staff's edits and a shop's renaming spree do not fight; True when one was filled."""
+    listing.price = observation.price
+    listing.shipping = observation.shipping
+    listing.in_stock = observation.in_stock
+    listing.last_polled_at = observation.observed_at
+    listing.last_error = ""
+    filled = False
+    for name in _DESCRIPTIVE:
+        value = getattr(observation, name)
+        if value and not getattr(listing, name):
+            setattr(listing, name, value)
+            filled = True
+    return filled

@@ -1,0 +1,97 @@
+"""The one door through which another app changes what `watches` owns.
+
+`watches` owns its tables — listings, price history, devices, watches — and is the only app
+that writes them. The outbox reads the models freely (`watches.models`), but every change it
+needs is one of these functions (pyproject.toml's import-linter contracts, and a test that
+records every write of a dispatch cycle at the SQL level, keep it so):
+
+- `refetch`: ask the marketplaces about listings right now and keep what they said, by the
+  same rule as price polling (history point or not, last-seen state, typical price and 90-day
+  low, errors);
+- `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
+- `deactivate_gone_subscriptions`: the push service said a subscription is gone;
+- `pause_listings`: staff stopped tracking listings; `listings_paused`, the signal staff's
+  pausing sends (`watches.pausing`), on which the outbox drops the listings' queued rows;
+- `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
+  device would have been told while its notifications were off (both read-only, for the
+  outbox's channel and pages).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+from django.db.models import Q
+from django.dispatch import Signal
+
+from common.bulk import update_by_id
+from watches.marketplaces.base import FetchResult
+from watches.missed import missed_for
+from watches.models import Device, Listing, Watch
+from watches.observations import fetch, observe
+from watches.subscriptions import endpoint_allowed
+
+__all__ = [
+    "advance_baselines",
+    "deactivate_gone_subscriptions",
+    "endpoint_allowed",
+    "listings_paused",
+    "missed_for",
+    "pause_listings",
+    "refetch",
+]
+
+# Sent by `watches.pausing.pause_listings` after staff paused listings, with `listing_ids`,
+# `actor` and `now`. A receiver returns what it did, as something that prints as a sentence
+# for staff (or None). The outbox connects its receiver when it starts.
+listings_paused = Signal()
+
+
+def refetch(listings: Iterable[Listing], now: dt.datetime) -> dict[int, FetchResult]:
+    """Ask each listing's marketplace about it now (one adapter call per source; no
+    transaction open), keep every answer by the observation rule (`watches.observations`,
+    saved in one short transaction), and return the answers by listing id. The listings are
+    updated in memory too. Never raises for an adapter's failure: that is an answer."""
+    by_source: dict[str, list[Listing]] = defaultdict(list)
+    for listing in listings:
+        by_source[listing.source].append(listing)
+    answers: list[tuple[Listing, FetchResult]] = []
+    for source, group in by_source.items():
+        fetched = fetch(source, [listing.item_code for listing in group])
+        answers.extend((listing, fetched[listing.item_code]) for listing in group)
+    if not answers:
+        return {}
+    observations = observe(answers, now)
+    observations.save()
+    return {seen.listing.pk: seen.result for seen in observations.seen}
+
+
+def advance_baselines(delivered: Mapping[int, Decimal | None], now: dt.datetime) -> int:
+    """Only a delivered notification moves a watch's baseline: `last_notified_price` becomes
+    the value it told (watch id -> value), `last_notified_at` `now`. One UPDATE per watch
+    through executemany: Django's bulk_update builds a CASE per row and costs more than the
+    rows. Returns how many watches were given."""
+    fields = ("last_notified_price", "last_notified_at")
+    return update_by_id(Watch, fields, ((pk, (value, now)) for pk, value in delivered.items()))
+
+
+def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:
+    """The push service called these subscriptions gone: (device id, the endpoint it was
+    sent to). Each is deactivated only while it is still that device's endpoint, so a browser
+    that subscribed anew meanwhile keeps its new subscription. Returns how many devices were
+    deactivated."""
+    match = Q()
+    for device_id, endpoint in set(gone):
+        match |= Q(pk=device_id, push_endpoint=endpoint, push_active=True)
+    if not match:
+        return 0
+    return Device.objects.filter(match).update(push_active=False)
+
+
+def pause_listings(listing_ids: Iterable[int]) -> int:
+    """Stop tracking these listings (polling skips them, the dispatcher drops their rows).
+    Returns how many were newly paused."""
+    return Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
