@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+from django.utils.translation import gettext_lazy as _
 
 
 def _ensure_schedules(sender, **kwargs) -> None:
@@ -11,7 +12,13 @@ def _ensure_schedules(sender, **kwargs) -> None:
 
 class OutboxConfig(AppConfig):
     name = "outbox"
+    verbose_name = _("Outbox")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from outbox.levers import drop_for_paused_listings
+        from watches.services import listings_paused
+
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="outbox-schedules")
+        # Pausing a listing drops its queued notifications at once (watches sends, we act).
+        listings_paused.connect(drop_for_paused_listings, dispatch_uid="outbox-listing-paused")

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from monitoring.counters import delivery_timer
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from outbox.models import Outbox, Reason, Status
 
@@ -75,7 +76,8 @@ def deliver_all(items: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Deliv
 
 def deliver_one(row: Outbox, message: Message) -> Delivery:
     try:
-        facts = get_channel(row.channel).deliver(row, message)
+        with delivery_timer(row.channel):
+            facts = get_channel(row.channel).deliver(row, message)
     except DeliveryError as error:
         return Delivery(error=error)
     except Exception as exc:  # a bug in a channel: retry until the cap, then failed

@@ -1,4 +1,4 @@
-"""Staff levers on the outbox: requeue, drop, retry now, and pausing a listing.
+"""Staff levers on the outbox: requeue, drop, retry now, and the drop when a listing is paused.
 
 Each lever is a move of the state machine (`outbox.transitions.transition`: one conditional
 UPDATE per chunk, an OutboxEvent per moved row, the staff user as `actor`), so a lever can
@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from outbox.models import Outbox, Reason, Status
 from outbox.transitions import ALLOWED, Outcome, transition, transition_each
-from watches import services
 
 # Rows per transaction: a big selection (say 50,000 failed rows after a push-service outage)
 # is moved in short transactions, so the dispatcher is never locked out for long.
@@ -41,7 +42,7 @@ assert all(Status.SENT not in froms for froms in ALLOWED.values())
 class LeverResult:
     """What a lever did: `done` rows moved; `skipped` rows by the status that kept them."""
 
-    verb: str  # past tense, e.g. "requeued"
+    lever: str  # a key of LEVER_TEXTS
     allowed_from: tuple[Status, ...]
     done: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
@@ -52,19 +53,32 @@ class LeverResult:
 
     def message(self) -> str:
         """`3 requeued; 2 skipped because they are sent (1) or pending (1) — only failed or
-        retrying rows can be requeued.`"""
-        text = f"{self.done} {self.verb}"
+        retrying rows can be requeued.` — in the staff user's language."""
+        done, only = LEVER_TEXTS[self.lever]
+        text = done % {"count": self.done}
         if self.skipped_total:
-            because = " or ".join(
+            because = gettext(" or ").join(
                 f"{Status(status).label.lower()} ({n})"
                 for status, n in sorted(self.skipped.items())
             )
-            allowed = " or ".join(Status(s).label.lower() for s in self.allowed_from)
-            text += (
-                f"; {self.skipped_total} skipped because they are {because}"
-                f" — only {allowed} rows can be {self.verb}"
-            )
-        return text + "."
+            allowed = gettext(" or ").join(Status(s).label.lower() for s in self.allowed_from)
+            text += gettext("; %(count)s skipped because they are %(statuses)s — %(only)s") % {
+                "count": self.skipped_total,
+                "statuses": because,
+                "only": only % {"statuses": allowed},
+            }
+        return text + gettext(".")
+
+    def __str__(self) -> str:
+        return self.message()
+
+
+# What each lever says: (rows moved, which rows it may move).
+LEVER_TEXTS = {
+    "requeue": (_("%(count)s requeued"), _("only %(statuses)s rows can be requeued")),
+    "drop": (_("%(count)s dropped"), _("only %(statuses)s rows can be dropped")),
+    "retry_now": (_("%(count)s made due now"), _("only %(statuses)s rows can be made due now")),
+}
 
 
 def requeue(
@@ -96,7 +110,7 @@ def requeue(
             now=now,
         )
 
-    return _apply(rows, REQUEUE_FROM, "requeued", move, batch)
+    return _apply(rows, REQUEUE_FROM, "requeue", move, batch)
 
 
 def drop(
@@ -116,7 +130,7 @@ def drop(
             now=now,
         )
 
-    return _apply(rows, DROP_FROM, "dropped", move, batch)
+    return _apply(rows, DROP_FROM, "drop", move, batch)
 
 
 def retry_now(
@@ -144,18 +158,23 @@ def retry_now(
             now=now,
         )
 
-    return _apply(rows, RETRY_NOW_FROM, "made due now", move, batch)
+    return _apply(rows, RETRY_NOW_FROM, "retry_now", move, batch)
 
 
-def pause_listings(
-    listing_ids: Iterable[int], *, actor: str, now: dt.datetime | None = None, batch: int = BATCH
-) -> tuple[int, LeverResult]:
-    """Pause the listings (stop tracking them) and drop their pending and retrying rows with
-    reason `listing_paused`. Returns (listings newly paused, the drop result). Idempotent:
-    pausing a paused listing again drops whatever was enqueued since."""
+def drop_for_paused_listings(
+    sender: object,
+    *,
+    listing_ids: Iterable[int],
+    actor: str,
+    now: dt.datetime | None = None,
+    batch: int = BATCH,
+    **kwargs: object,
+) -> LeverResult:
+    """Receiver of `watches.services.listings_paused`: drop the pending and retrying rows of
+    the paused listings with reason `listing_paused`, at once rather than when the dispatcher
+    reaches them, with the staff user's name on each event."""
     now = now or timezone.now()
     listing_ids = list(listing_ids)
-    paused = services.pause_listings(listing_ids)
 
     def move(ids: list[int]) -> list[int]:
         return transition(
@@ -176,20 +195,20 @@ def pause_listings(
     rows = Outbox.objects.filter(
         watch__listing_id__in=listing_ids, status__in=[*DROP_FROM, Status.SENDING]
     )
-    return paused, _apply(rows, DROP_FROM, "dropped", move, batch)
+    return _apply(rows, DROP_FROM, "drop", move, batch)
 
 
 def _apply(
     rows: QuerySet[Outbox],
     allowed: tuple[Status, ...],
-    verb: str,
+    lever: str,
     move: Callable[[list[int]], list[int]],
     batch: int = BATCH,
 ) -> LeverResult:
     """Count the rows the lever may not touch, then move the others in batches, walking the
     ids upwards so a huge selection never sits in memory at once. A row that was eligible
     when read but moved by the dispatcher before our UPDATE is reported under its new status."""
-    result = LeverResult(verb=verb, allowed_from=allowed)
+    result = LeverResult(lever=lever, allowed_from=allowed)
     rows = rows.order_by()
     for row in rows.exclude(status__in=allowed).values("status").annotate(n=Count("id")):
         result.skipped[row["status"]] += row["n"]

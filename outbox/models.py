@@ -62,33 +62,41 @@ class Reason(models.TextChoices):
     CLAIMED = "claimed", _("Claimed by a dispatcher")
 
 
+# Settled: no transition leaves these, so a count of them, once taken, only changes when rows
+# are deleted (retention, or a device's data deleted with it).
+SETTLED = (Status.SENT, Status.DROPPED)
+
+
 class Outbox(models.Model):
     watch = models.ForeignKey(Watch, on_delete=models.CASCADE, related_name="outbox_rows")
     device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="outbox_rows")
-    channel = models.CharField(max_length=20, choices=Channel.choices)
-    trigger = models.CharField(max_length=20, choices=Trigger.choices)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    channel = models.CharField(_("channel"), max_length=20, choices=Channel.choices)
+    trigger = models.CharField(_("trigger"), max_length=20, choices=Trigger.choices)
+    status = models.CharField(
+        _("status"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
     # Written by every transition's UPDATE (`previous_status = status`) so the event can
     # record where the row came from.
     previous_status = models.CharField(max_length=10, choices=Status.choices, blank=True)
-    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
-    detail = models.TextField(blank=True)
-    detected_at = models.DateTimeField()
+    reason = models.CharField(_("reason"), max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(_("detail"), blank=True)
+    detected_at = models.DateTimeField(_("detected at"))
     # The snapshot at detection. Written once by enqueue, never updated.
     detected_payload = models.JSONField(default=dict)
     # What was actually sent (built from the re-fetched value), for history and staff.
     sent_message = models.JSONField(null=True, blank=True)
-    retry_count = models.PositiveIntegerField(default=0)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    claimed_by = models.CharField(max_length=64, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
+    retry_count = models.PositiveIntegerField(_("retry count"), default=0)
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    next_attempt_at = models.DateTimeField(_("next attempt at"))
+    claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
+    claimed_by = models.CharField(_("claimed by"), max_length=64, blank=True)
+    sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated at"), default=timezone.now)
 
     class Meta:
-        verbose_name = "outbox row"
+        verbose_name = _("outbox row")
+        verbose_name_plural = _("outbox rows")
         constraints = [
             # Idempotent enqueue: one live row per watch, trigger, service day and channel.
             # Dropped rows do not hold the day's slot.
@@ -115,12 +123,17 @@ class Outbox(models.Model):
             ),
             # Admin overview and retention: counts per status/reason over a time window.
             models.Index(fields=["status", "reason", "updated_at"], name="outbox_status_reason"),
+            # Admin changelist `?reason__exact=…` (newest first) and its capped count: a
+            # rare reason among a million rows is found without reading the table.
+            models.Index(fields=["reason", "id"], name="outbox_reason"),
             # History page: one device's rows, newest first.
             models.Index(fields=["device", "-created_at"], name="outbox_by_device"),
         ]
 
     def __str__(self) -> str:
-        return f"outbox #{self.pk} {self.trigger} {self.status}"
+        # Shown by the admin (breadcrumbs, each row's checkbox label): short, and words-free
+        # so it reads the same in every language.
+        return f"#{self.pk}"
 
     @property
     def is_terminal(self) -> bool:
@@ -131,16 +144,18 @@ class OutboxEvent(models.Model):
     """Append-only: every transition of an outbox row, with why and who."""
 
     outbox = models.ForeignKey(Outbox, on_delete=models.CASCADE, related_name="events")
-    from_status = models.CharField(max_length=10, choices=Status.choices)
-    to_status = models.CharField(max_length=10, choices=Status.choices)
-    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
-    detail = models.TextField(blank=True)
+    from_status = models.CharField(_("from status"), max_length=10, choices=Status.choices)
+    to_status = models.CharField(_("to status"), max_length=10, choices=Status.choices)
+    reason = models.CharField(_("reason"), max_length=30, choices=Reason.choices, blank=True)
+    detail = models.TextField(_("detail"), blank=True)
     # Structured facts of the attempt: the re-fetched value, the message, the HTTP status…
     data = models.JSONField(null=True, blank=True)
-    actor = models.CharField(max_length=150, blank=True)
-    at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(_("actor"), max_length=150, blank=True)
+    at = models.DateTimeField(_("at"), default=timezone.now)
 
     class Meta:
+        verbose_name = _("outbox event")
+        verbose_name_plural = _("outbox events")
         indexes = [
             # Detail page timeline and retention: one row's events in order.
             models.Index(fields=["outbox", "at"], name="outboxevent_row_time"),
@@ -153,19 +168,60 @@ class OutboxEvent(models.Model):
 class DispatchRun(models.Model):
     """One dispatcher cycle's outcome, so staff can see when it last ran and what it did."""
 
-    started_at = models.DateTimeField()
-    finished_at = models.DateTimeField()
-    holder = models.CharField(max_length=64)
-    claimed = models.PositiveIntegerField(default=0)
-    sent = models.PositiveIntegerField(default=0)
-    dropped = models.PositiveIntegerField(default=0)
-    retry = models.PositiveIntegerField(default=0)
-    failed = models.PositiveIntegerField(default=0)
-    recovered = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(_("started at"))
+    finished_at = models.DateTimeField(_("finished at"))
+    holder = models.CharField(_("holder"), max_length=64)
+    claimed = models.PositiveIntegerField(_("claimed"), default=0)
+    sent = models.PositiveIntegerField(_("sent"), default=0)
+    dropped = models.PositiveIntegerField(_("dropped"), default=0)
+    retry = models.PositiveIntegerField(_("retry"), default=0)
+    failed = models.PositiveIntegerField(_("failed"), default=0)
+    recovered = models.PositiveIntegerField(_("recovered"), default=0)
+    error = models.TextField(_("error"), blank=True)
 
     class Meta:
+        verbose_name = _("dispatch cycle")
+        verbose_name_plural = _("dispatch cycles")
         indexes = [models.Index(fields=["-started_at"], name="dispatchrun_recent")]
 
     def __str__(self) -> str:
         return f"dispatch {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class CountSnapshot(models.Model):
+    """The counts of settled rows (sent, dropped) that last moved before `boundary`, per
+    service day, status and reason: what the overview would otherwise re-count from a
+    million rows on every view. Taken daily (`outbox.summary.refresh_snapshot`); only the
+    latest is kept."""
+
+    taken_at = models.DateTimeField()
+    # Settled rows with updated_at < boundary and id <= last_id are in the snapshot; the
+    # others are counted live (a row written later with an old time — an import, a
+    # restore — is never taken as counted).
+    boundary = models.DateTimeField()
+    last_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("count snapshot")
+        verbose_name_plural = _("count snapshots")
+
+    def __str__(self) -> str:
+        return f"snapshot before {self.boundary:%Y-%m-%d %H:%M}"
+
+
+class CountSnapshotRow(models.Model):
+    snapshot = models.ForeignKey(CountSnapshot, on_delete=models.CASCADE, related_name="rows")
+    day = models.DateField()  # the service day (Asia/Tokyo) of updated_at
+    status = models.CharField(max_length=10, choices=Status.choices)
+    reason = models.CharField(max_length=30, blank=True)
+    rows = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["snapshot", "day", "status", "reason"], name="countsnapshotrow_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.status} {self.reason}: {self.rows}"

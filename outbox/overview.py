@@ -13,11 +13,21 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.utils.formats import date_format
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from outbox.models import DispatchRun, Reason, Status
 from outbox.stats import ALL_TIME, CHART_STATUSES, REASONED, DayCounts, OutboxStats
 
-WINDOW_LABELS = {"1h": "Last hour", "24h": "24 hours", "7d": "7 days", ALL_TIME: "All time"}
+WINDOW_LABELS = {
+    "1h": _("Last hour"),
+    "24h": _("24 hours"),
+    "7d": _("7 days"),
+    ALL_TIME: _("All time"),
+}
+# Column headings of the count tables: narrow, the label above is the tooltip.
+WINDOW_SHORT = {"1h": _("1h"), "24h": _("24h"), "7d": _("7d"), ALL_TIME: _("all")}
 # Lag beyond this is shown as a problem: the dispatcher runs every minute.
 LAG_WARNING_SECONDS = 5 * 60
 # No dispatch cycle for this long means no dispatcher is running.
@@ -95,7 +105,7 @@ class Chart:
 @dataclass(frozen=True)
 class Overview:
     stats: OutboxStats
-    windows: list[tuple[str, str]]  # (key, label)
+    windows: list[tuple[str, str]]  # (heading, label)
     status_rows: list[CountRow]
     reason_tables: list[ReasonTable]
     lag_seconds: int
@@ -157,11 +167,11 @@ def build_overview(stats: OutboxStats, changelist_url: str) -> Overview:
     last_run = stats.last_run
     return Overview(
         stats=stats,
-        windows=[(w, WINDOW_LABELS.get(w, w)) for w in stats.windows],
+        windows=[(WINDOW_SHORT.get(w, w), WINDOW_LABELS.get(w, w)) for w in stats.windows],
         status_rows=status_rows,
         reason_tables=reason_tables,
         lag_seconds=stats.lag_seconds,
-        lag_text=short_duration(stats.lag_seconds) if stats.oldest_due_at else "none",
+        lag_text=short_duration(stats.lag_seconds) if stats.oldest_due_at else gettext("none"),
         lag_warning=stats.lag_seconds > LAG_WARNING_SECONDS,
         due_url=link(queue="due"),
         stuck=stats.stuck,
@@ -176,20 +186,24 @@ def build_overview(stats: OutboxStats, changelist_url: str) -> Overview:
 def short_duration(seconds: int) -> str:
     """45 s, 12 min, 3 h 5 min, 2 d 4 h: precise enough to read at a glance."""
     if seconds < 60:
-        return f"{seconds} s"
+        return gettext("%(s)d s") % {"s": seconds}
     minutes = seconds // 60
     if minutes < 60:
-        return f"{minutes} min"
+        return gettext("%(m)d min") % {"m": minutes}
     hours, minutes = divmod(minutes, 60)
     if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+        if minutes:
+            return gettext("%(h)d h %(m)d min") % {"h": hours, "m": minutes}
+        return gettext("%(h)d h") % {"h": hours}
     days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return gettext("%(d)d d %(h)d h") % {"d": days, "h": hours}
+    return gettext("%(d)d d") % {"d": days}
 
 
 def _reason_label(reason: str) -> str:
     if not reason:
-        return "(none)"
+        return gettext("(none)")
     try:
         return str(Reason(reason).label)
     except ValueError:  # a reason outside the vocabulary still gets counted and shown
@@ -216,7 +230,12 @@ def build_chart(daily: list[DayCounts], *, width: int = 460, row_height: int = 4
                     y=round(top + row_height - height, 2),
                     width=round(bar_width, 2),
                     height=round(height, 2),
-                    title=f"{day.day:%a %m/%d}: {value:,} {status.label.lower()}",
+                    title=gettext("%(day)s: %(count)s %(status)s")
+                    % {
+                        "day": date_format(day.day, "D n/j"),
+                        "count": f"{value:,}",
+                        "status": str(status.label).lower(),
+                    },
                 )
             )
         rows.append(

@@ -3,8 +3,9 @@
 Run daily by the django-q2 schedule `outbox-retention`. Deletes, in short batches, rows that
 are terminal (`sent`, `dropped`, `failed`) and have not moved for the retention period,
 together with their events; rows still in the queue (`pending`, `sending`, `retry`) are never
-touched, however old. Old DispatchRun rows go too. On SQLite it then refreshes the query
-planner's statistics (see `refresh_planner_statistics`).
+touched, however old. Old DispatchRun rows go too. Then it takes the day's snapshot of the
+settled counts (`outbox.summary`) and, on SQLite, refreshes the query planner's statistics
+(see `refresh_planner_statistics`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from outbox.models import TERMINAL, DispatchRun, Outbox, OutboxEvent
+from outbox.summary import refresh_snapshot
 
 log = logging.getLogger("outbox.retention")
 
@@ -62,6 +64,8 @@ def purge(
             # The same conditions again, so nothing that left a terminal state is deleted.
             result.outbox += _delete_rows(old.filter(id__in=ids))
     result.dispatch_runs = _purge_runs(now - dt.timedelta(days=run_days), batch)
+    # After the deletions, so the snapshot never counts a row that is gone.
+    refresh_snapshot(now)
     refresh_planner_statistics()
     log.info("retention: %s", result.as_json())
     return result

@@ -24,6 +24,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from monitoring.counters import count_transition
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
 # to-status -> statuses it may be reached from
@@ -141,6 +142,7 @@ def transition_each(
                 won = _update_returning(chunk, columns, increment, allowed[to], fence)
                 if won:
                     _write_events(won, outcomes, to, reason, actor, now)
+                    count_transition(to, reason, len(won))
                 moved.extend(row_id for row_id, _ in won)
     return moved
 

@@ -50,16 +50,30 @@ def browser(monkeypatch, transactional_db):
             connections.close_all()
 
 
+STAFF_PASSWORD = "correct horse battery"
+
+
+def log_in(browser, live_server, *, lang: str = "en", size: tuple[int, int] = (1280, 900)):
+    """A page of staff user `ops` (create it first) logged in through the admin's own login
+    form, in a browser speaking `lang`, on /admin/."""
+    width, height = size
+    context = browser.new_context(
+        viewport={"width": width, "height": height},
+        locale={"ja": "ja-JP", "en": "en-US"}[lang],
+    )
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", "ops")
+    page.fill("#id_password", STAFF_PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/")
+    return page
+
+
 @pytest.fixture
 def staff_page(browser, live_server):
     """A page of a superuser logged in through the admin's own login form, on /admin/."""
     from django.contrib.auth.models import User
 
-    User.objects.create_superuser("ops", "ops@example.test", "correct horse battery")
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", "ops")
-    page.fill("#id_password", "correct horse battery")
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/admin/")
-    return page
+    User.objects.create_superuser("ops", "ops@example.test", STAFF_PASSWORD)
+    return log_in(browser, live_server)

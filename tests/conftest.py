@@ -56,6 +56,17 @@ def _fresh_cache():
         cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_metrics_from_other_tests():
+    """Counts for /metrics wait in the process until a flush: none may leak from one test's
+    database into another's (or, at exit, into a real database)."""
+    from monitoring import counters
+
+    counters.discard_pending()
+    yield
+    counters.discard_pending()
+
+
 @pytest.fixture
 def recording_channel(settings):
     """Route the console channel to a recorder of deliveries."""

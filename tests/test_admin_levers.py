@@ -18,6 +18,7 @@ from outbox.models import Outbox, OutboxEvent, Reason, Status
 from outbox.transitions import ALLOWED, Outcome, TransitionNotAllowed, check_allowed, transition
 from tests.factories import ListingFactory, WatchFactory
 from tests.outbox_states import row_in
+from watches.pausing import pause_listings
 
 pytestmark = pytest.mark.django_db
 
@@ -188,12 +189,12 @@ def test_pausing_listings_drops_their_pending_and_retry_rows(admin_client, froze
     rows, others = rows_of_listing(listing), rows_of_listing(other)
     response = admin_client.post(
         "/admin/watches/listing/",
-        {"action": "pause_listings", "_selected_action": [listing.pk]},
+        {"action": "pause_selected", "_selected_action": [listing.pk]},
         follow=True,
     )
     (message,) = [str(m) for m in get_messages(response.wsgi_request)]
     assert message == (
-        "1 listing(s) paused; notifications: 2 dropped; 1 skipped because they are sending (1)"
+        "1 listing paused; notifications: 2 dropped; 1 skipped because they are sending (1)"
         " — only pending or retrying rows can be dropped."
     )
     listing.refresh_from_db()
@@ -239,11 +240,11 @@ def form_data(form) -> dict[str, str]:
 
 def test_pause_listings_is_idempotent(frozen):
     listing = ListingFactory()
-    paused, result = levers.pause_listings([listing.pk], actor="ops")
-    assert (paused, result.done) == (1, 0)
+    result = pause_listings([listing.pk], actor="ops")
+    assert (result.paused, result.reports) == (1, ["0 dropped."])
     row = row_in(Status.PENDING, watch=WatchFactory(listing=listing))
-    paused, result = levers.pause_listings([listing.pk], actor="ops")
-    assert (paused, result.done) == (0, 1)
+    result = pause_listings([listing.pk], actor="ops")
+    assert (result.paused, result.reports) == (0, ["1 dropped."])
     assert status_of(row) == Status.DROPPED
 
 

@@ -209,27 +209,28 @@ def test_overview_warns_when_the_dispatcher_is_silent_or_failing(admin_client):
 
 
 def test_overview_makes_a_handful_of_queries(django_assert_num_queries, seeded):
-    # counts all time, counts per window, lag, stuck, last run, chart
-    with django_assert_num_queries(6):
-        outbox_stats()
+    # the snapshot (none usable here), the queue and failed rows, failed per day, the
+    # settled rows, lag, stuck, last run
+    with django_assert_num_queries(7):
+        outbox_stats(now=NOW)
 
 
 def test_overview_page_query_count(admin_client, django_assert_num_queries, seeded):
     admin_client.get(OVERVIEW_URL)  # warm the session
-    with django_assert_num_queries(8):  # session, user, then the six of the overview
+    with django_assert_num_queries(9):  # session, user, then the seven of the overview
         assert admin_client.get(OVERVIEW_URL).status_code == 200
 
 
-def test_changelist_of_100_rows_query_count(admin_client, django_assert_max_num_queries):
+def test_changelist_of_a_full_page_query_count(admin_client, django_assert_max_num_queries):
     with time_machine.travel(NOW, tick=False):
-        for i in range(100):
+        for i in range(60):
             OutboxFactory(status=[Status.SENT, Status.DROPPED, Status.RETRY][i % 3], reason="x")
         admin_client.get(CHANGELIST_URL)
         # session, user, capped count, page ids, page rows with their joins, the overview's
-        # six — and nothing per row.
-        with django_assert_max_num_queries(11):
+        # seven — and nothing per row.
+        with django_assert_max_num_queries(12):
             response = admin_client.get(CHANGELIST_URL)
-    assert len(response.context["cl"].result_list) == 100
+    assert len(response.context["cl"].result_list) == 50
 
 
 # --- the command --------------------------------------------------------------------------
@@ -293,3 +294,117 @@ def test_short_duration():
         "1 d 1 h",
         "2 d",
     ]
+
+
+# --- the daily snapshot of settled rows ------------------------------------------------------
+
+
+def seed_a_season() -> None:
+    """Settled, failed and queued rows moved over 40 days before NOW, on many watches."""
+    watches = WatchFactory.create_batch(3)
+    mix = [
+        (Status.SENT, Reason.DELIVERED),
+        (Status.DROPPED, Reason.CONDITION_LOST),
+        (Status.DROPPED, Reason.OUT_OF_STOCK),
+        (Status.FAILED, Reason.DELIVER_SERVER),
+        (Status.SENT, Reason.DELIVERED),
+    ]
+    for day in range(40):
+        for i, watch in enumerate(watches):
+            status, reason = mix[(day + i) % len(mix)]
+            detected = NOW - dt.timedelta(days=day, hours=i)
+            OutboxFactory(
+                watch=watch,
+                status=status,
+                reason=reason,
+                detected_at=detected,
+                updated_at=detected + dt.timedelta(minutes=5 * i),
+            )
+    OutboxFactory(watch=watches[0], detected_at=NOW - dt.timedelta(days=50))  # old pending row
+
+
+def test_a_snapshot_changes_no_figure(django_assert_max_num_queries):
+    from outbox.models import CountSnapshot
+    from outbox.summary import refresh_snapshot
+
+    seed_a_season()
+    live = outbox_stats(now=NOW)
+    # migrate took one of the empty table; rows written since are all counted live
+    assert CountSnapshot.objects.get().last_id == 0
+    assert (
+        outbox_stats(now=NOW + dt.timedelta(days=300)).status["sent"]["all"]
+        == live.status["sent"]["all"]
+    )
+    counted = refresh_snapshot(NOW)
+    assert counted > 50  # most settled rows are now in the snapshot
+    with django_assert_max_num_queries(11):
+        snapped = outbox_stats(now=NOW)
+    assert snapped.status == live.status
+    assert snapped.reasons == live.reasons
+    assert snapped.daily == live.daily
+    # and the window counts still list exactly what they count
+    assert snapped.status["sent"]["7d"] == live.status["sent"]["7d"] > 0
+
+
+def test_a_snapshot_counts_every_window_and_day_as_counting_everything_would():
+    from outbox.summary import refresh_snapshot
+
+    seed_a_season()
+    windows = {
+        "1h": dt.timedelta(hours=1),
+        "30h": dt.timedelta(hours=30),
+        "7d": dt.timedelta(days=7),
+        "12d5h": dt.timedelta(days=12, hours=5),
+        "all": None,
+    }
+    live = outbox_stats(now=NOW, windows=windows, chart_days=45)
+    refresh_snapshot(NOW - dt.timedelta(days=3))  # an older snapshot: more is live
+    older = outbox_stats(now=NOW, windows=windows, chart_days=45)
+    refresh_snapshot(NOW)
+    snapped = outbox_stats(now=NOW, windows=windows, chart_days=45)
+    for stats in (older, snapped):
+        assert stats.status == live.status
+        assert stats.reasons == live.reasons
+        assert stats.daily == live.daily
+
+
+def test_a_row_written_after_the_snapshot_with_an_old_time_is_counted():
+    """An import or a restore: the snapshot is set aside until the next one."""
+    from outbox.summary import refresh_snapshot, usable_snapshot
+
+    seed_a_season()
+    refresh_snapshot(NOW)
+    before = outbox_stats(now=NOW).status["sent"]["all"]
+    assert usable_snapshot(NOW) is not None
+    OutboxFactory(
+        status=Status.SENT,
+        reason=Reason.DELIVERED,
+        detected_at=NOW - dt.timedelta(days=60),
+        updated_at=NOW - dt.timedelta(days=60),
+    )
+    assert usable_snapshot(NOW) is None
+    assert outbox_stats(now=NOW).status["sent"]["all"] == before + 1
+
+
+def test_retention_deletes_then_snapshots_so_nothing_gone_is_counted():
+    from outbox.retention import purge
+
+    seed_a_season()
+    before = outbox_stats(now=NOW).status
+    result = purge(now=NOW, days=20)
+    assert result.outbox > 0
+    after = outbox_stats(now=NOW).status
+    gone = sum(before[s]["all"] for s in before) - sum(after[s]["all"] for s in after)
+    assert gone == result.outbox
+    assert (
+        after
+        == outbox_stats(
+            now=NOW,
+            windows={
+                "all": None,
+                "1h": dt.timedelta(hours=1),
+                "24h": dt.timedelta(hours=24),
+                "7d": dt.timedelta(days=7),
+            },
+        ).status
+    )

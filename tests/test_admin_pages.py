@@ -42,26 +42,32 @@ def listed(client, query: str = "") -> list[int]:
 
 
 def test_changelist_columns(admin_client):
+    """Few, narrow columns: the listing's name truncated with the whole name, the watch and
+    the device in its tooltip; the channel in the trigger's."""
     row = row_in(Status.RETRY)
-    html = admin_client.get(CHANGELIST_URL).content.decode()
+    row.watch.listing.name = (
+        "スコッティ フラワーパック 3倍長持ち トイレットペーパー 12ロール ダブル"
+    )
+    row.watch.listing.save()
+    response = admin_client.get(CHANGELIST_URL)
+    html = response.content.decode()
     listing = row.watch.listing
-    assert f'href="/admin/watches/watch/{row.watch_id}/change/">#{row.watch_id}</a>' in html
-    assert f'href="/admin/watches/listing/{listing.pk}/change/" title="{listing.name}">' in html
-    assert f'href="/admin/watches/device/{row.device_id}/change/">{row.device.short_id}</a>' in html
+    title = f"{listing.name} — watch #{row.watch_id}, device {row.device.short_id}"
+    assert (
+        f'<a class="ob-name" href="/admin/watches/listing/{listing.pk}/change/" title="{title}">'
+        "スコッティ フラワーパック 3倍長持ち トイレットペー…</a>"
+    ) in html
     assert '<span class="ob-badge ob-retry">Retrying</span>' in html
-    headers = [str(h["text"]) for h in admin_client.get(CHANGELIST_URL).context["result_headers"]]
+    assert f'<span class="ob-reason" title="{row.reason}">' in html
+    headers = [str(h["text"]) for h in response.context["result_headers"]]
     assert headers[2:] == [  # after the checkbox and the id
-        "watch",
         "listing",
-        "device",
-        "channel",
         "trigger",
         "status",
         "reason",
         "retries",
         "detected",
-        "next attempt",
-        "sent",
+        "next / done",
     ]
 
 
@@ -118,7 +124,7 @@ def test_changelist_pages_keep_their_order_and_joins(admin_client, django_assert
         for day in range(150):
             OutboxFactory(watch=watch, detected_at=NOW - dt.timedelta(days=day))
         ids = list(Outbox.objects.order_by("-id").values_list("id", flat=True))
-        response = admin_client.get(f"{CHANGELIST_URL}?p=2")
+        response = admin_client.get(f"{CHANGELIST_URL}?p=3")
     assert [row.pk for row in response.context["cl"].result_list] == ids[100:]
     assert "150 outbox rows" in response.content.decode()
 
@@ -385,3 +391,92 @@ def test_device_admin_hides_the_transfer_hash_and_edits_no_identity(admin_client
     assert "transfer_token_hash" not in form_fields
     assert {"token_hash", "transfer_expires_at", "push_endpoint"}.isdisjoint(form_fields)
     assert "f" * 64 not in response.content.decode()
+
+
+# --- the listing admin, registered once by watches; the outbox links in ---------------------
+
+
+def test_the_listing_admin_is_the_watches_one_and_links_to_its_notifications(admin_client):
+    from django.contrib import admin as django_admin
+
+    from watches.admin import ListingAdmin
+    from watches.models import Listing
+
+    assert type(django_admin.site._registry[Listing]) is ListingAdmin
+    listing, other = ListingFactory(), ListingFactory()
+    mine = row_in(Status.PENDING, watch=WatchFactory(listing=listing))
+    row_in(Status.PENDING, watch=WatchFactory(listing=other))
+    url = f"{CHANGELIST_URL}?listing={listing.pk}"
+    changelist = admin_client.get("/admin/watches/listing/").content.decode()
+    assert f'<a href="{url}">Notifications</a>' in changelist
+    page = admin_client.get(f"/admin/watches/listing/{listing.pk}/change/").content.decode()
+    assert f'<a href="{url}">Notifications</a>' in page
+    assert listed(admin_client, f"?listing={listing.pk}") == [mine.pk]
+    # the filter names its listing while it is set
+    html = admin_client.get(url).content.decode()
+    assert str(listing) in html
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "99999999"])
+def test_a_bad_listing_filter_lists_nothing_and_never_fails(admin_client, value):
+    row_in(Status.PENDING)
+    response = admin_client.get(f"{CHANGELIST_URL}?listing={value}")
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
+
+
+def test_json_in_the_detail_page_shows_times_in_tokyo(admin_client):
+    row = OutboxFactory(
+        detected_payload={"price": 980, "observed_at": "2026-03-10T03:00:00+00:00"},
+        sent_message={"title": "¥980", "sent": "2026-03-10T15:30:00.123456+00:00"},
+    )
+    html = admin_client.get(f"{CHANGELIST_URL}{row.pk}/change/").content.decode()
+    assert "2026-03-10T12:00:00+09:00" in html
+    assert "2026-03-11T00:30:00.123456+09:00" in html  # past midnight in Tokyo
+    assert "+00:00" not in html.split('id="content-main"')[1]
+
+
+def test_read_only_history_pages_offer_no_add_edit_or_delete(admin_client):
+    run = DispatchRunFactory()
+    for url in ("/admin/outbox/dispatchrun/", f"/admin/outbox/dispatchrun/{run.pk}/change/"):
+        html = admin_client.get(url).content.decode().split('id="content-main"')[1]
+        assert "addlink" not in html and 'name="_save"' not in html and "deletelink" not in html
+    assert admin_client.get("/admin/outbox/dispatchrun/add/").status_code == 403
+    assert admin_client.post(f"/admin/outbox/dispatchrun/{run.pk}/delete/").status_code == 403
+
+
+# --- branding --------------------------------------------------------------------------------
+
+
+def test_the_admin_says_yasugoro_with_its_icon(admin_client):
+    html = admin_client.get("/admin/").content.decode()
+    assert "<title>Site administration | Yasugoro</title>" in html
+    assert '<div id="site-name"><a href="/admin/">' in html and ">Yasugoro</a>" in html
+    assert "Django administration" not in html
+    assert 'rel="icon" href="/static/icon.svg"' in html
+
+
+def test_favicon_ico_is_served_to_every_page(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/x-icon"
+    body = b"".join(response.streaming_content)
+    assert body[:4] == b"\x00\x00\x01\x00"  # an ICO header
+    assert response["Cache-Control"] == "public, max-age=86400"
+    assert client.post("/favicon.ico").status_code == 405
+
+
+def test_the_fast_result_rows_are_the_rows_django_would_render(admin_client):
+    from django.contrib.admin.templatetags.admin_list import result_list
+
+    from outbox.templatetags.outbox_admin import outbox_result_list
+
+    for status in (Status.PENDING, Status.RETRY, Status.SENT, Status.DROPPED):
+        row_in(status)
+    response = admin_client.get(CHANGELIST_URL)
+    cl = response.context["cl"]
+    ours, django = outbox_result_list(cl), result_list(cl)
+    assert [list(row) for row in ours["results"]] == [list(row) for row in django["results"]]
+    assert ours["result_headers"] == django["result_headers"]
+    assert len(ours["results"]) == 4
+    assert 'class="action-select"' in response.content.decode()

@@ -34,7 +34,7 @@ def test_the_demo_contract_is_kept_by_the_code():
 
 def write_tree(root: Path, imports: dict[str, str]) -> None:
     """Packages named like ours, each module importing what `imports` says."""
-    for package in ("common", "watches", "outbox", "yasugoro", "demo"):
+    for package in ("common", "watches", "outbox", "yasugoro", "demo", "monitoring"):
         (root / package).mkdir()
         (root / package / "__init__.py").write_text("")
     for module, source in imports.items():

@@ -104,6 +104,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "advance_baselines",
         "deactivate_gone_subscriptions",
         "endpoint_allowed",
+        "listings_paused",
         "missed_for",
         "pause_listings",
         "refetch",

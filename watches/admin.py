@@ -3,29 +3,46 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import admin
 from django.db.models import Count, F, Q, QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import Device, Listing, Watch
+from watches.pausing import PauseResult, pause_listings
+from yasugoro.admin_mixins import PlainActionCheckboxMixin
+
+# (label, url) of a page elsewhere about one listing, e.g. the outbox's notifications for it.
+ListingLink = Callable[[Listing], tuple[str, str]]
+_listing_links: list[ListingLink] = []
+
+
+def add_listing_link(link: ListingLink) -> None:
+    """Let another app link each listing's row and page to its own pages about the listing,
+    without this app knowing about it. Idempotent."""
+    if link not in _listing_links:
+        _listing_links.append(link)
 
 
 class PollingHealthFilter(admin.SimpleListFilter):
     """Is price polling keeping up with this listing?"""
 
-    title = "polling health"
+    title = _("polling health")
     parameter_name = "polling"
 
     def lookups(self, request, model_admin):
         return [
-            ("error", "Last poll failed"),
-            ("stale", "Not polled for 2 intervals"),
-            ("never", "Never polled"),
-            ("ok", "Healthy"),
+            ("error", _("Last poll failed")),
+            ("stale", _("Not polled for 2 intervals")),
+            ("never", _("Never polled")),
+            ("ok", _("Healthy")),
         ]
 
     def queryset(self, request, queryset):
@@ -47,11 +64,15 @@ class PollingHealthFilter(admin.SimpleListFilter):
 
 
 class SubscriptionFilter(admin.SimpleListFilter):
-    title = "push subscription"
+    title = _("push subscription")
     parameter_name = "subscription"
 
     def lookups(self, request, model_admin):
-        return [("active", "Active"), ("inactive", "Inactive (gone or revoked)"), ("none", "None")]
+        return [
+            ("active", _("Active")),
+            ("inactive", _("Inactive (gone or revoked)")),
+            ("none", _("None")),
+        ]
 
     def queryset(self, request, queryset):
         match self.value():
@@ -65,11 +86,11 @@ class SubscriptionFilter(admin.SimpleListFilter):
 
 
 class WatchStateFilter(admin.SimpleListFilter):
-    title = "state"
+    title = _("state")
     parameter_name = "state"
 
     def lookups(self, request, model_admin):
-        return [("live", "Live"), ("paused", "Paused"), ("removed", "Removed")]
+        return [("live", _("Live")), ("paused", _("Paused")), ("removed", _("Removed"))]
 
     def queryset(self, request, queryset):
         match self.value():
@@ -83,7 +104,7 @@ class WatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Listing)
-class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
+class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.ModelAdmin):
     list_display = (
         "name",
         "source",
@@ -96,9 +117,44 @@ class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
         "polling",
         "last_polled_at",
         "last_error",
+        "elsewhere",
     )
     list_filter = ("source", "paused", "in_stock", PollingHealthFilter, "category")
     search_fields = ("name", "item_code")
+    actions = ["pause_selected"]
+    list_per_page = 50
+
+    def get_readonly_fields(self, request, obj=None):
+        # The links to other apps' pages about this listing, on its change page.
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "elsewhere") if obj is not None else fields
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and "elsewhere" not in fields:
+            fields.append("elsewhere")
+        return fields
+
+    @admin.display(description=_("elsewhere"))
+    def elsewhere(self, listing: Listing) -> str:
+        links = [link(listing) for link in _listing_links]
+        return format_html_join(" · ", '<a href="{1}">{0}</a>', links) or "—"
+
+    @admin.action(
+        description=_("Pause tracking, and drop their pending notifications"),
+        permissions=["change"],
+    )
+    def pause_selected(self, request: HttpRequest, queryset: QuerySet[Listing]) -> None:
+        result = pause_listings(
+            queryset.values_list("id", flat=True), actor=request.user.get_username()
+        )
+        self.message_user(request, _pause_message(result))
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if change and obj.paused and "paused" in form.changed_data:
+            result = pause_listings([obj.pk], actor=request.user.get_username())
+            self.message_user(request, _pause_message(result))
 
     def get_queryset(self, request) -> QuerySet[Listing]:
         # One grouped query for the whole page instead of a count per listing.
@@ -108,30 +164,44 @@ class ListingAdmin(ListingIntakeAdminMixin, admin.ModelAdmin):
             .annotate(live_watch_count=Count("watches", filter=Q(watches__removed_at__isnull=True)))
         )
 
-    @admin.display(description="watches", ordering="live_watch_count")
+    @admin.display(description=_("watches"), ordering="live_watch_count")
     def live_watches(self, listing: Listing) -> int:
         return listing.live_watch_count
 
-    @admin.display(description="polling")
+    @admin.display(description=_("polling"))
     def polling(self, listing: Listing) -> str:
         if listing.paused:
-            return format_html('<span title="{}">⏸ paused</span>', "staff stopped tracking it")
+            return format_html(
+                '<span title="{}">⏸ {}</span>',
+                gettext("staff stopped tracking it"),
+                gettext("paused"),
+            )
         if listing.last_error_at and (
             listing.last_polled_at is None or listing.last_error_at > listing.last_polled_at
         ):
             return format_html(
-                '<span style="color: var(--error-fg)" title="{}">✖ failing</span>',
+                '<span style="color: var(--error-fg)" title="{}">✖ {}</span>',
                 listing.last_error,
+                gettext("failing"),
             )
         if listing.last_polled_at is None:
-            return "never polled"
+            return gettext("never polled")
         age = timezone.now() - listing.last_polled_at
         if age > 2 * dt.timedelta(minutes=settings.POLL_MINUTES):
             return format_html(
-                '<span style="color: var(--error-fg)">stale ({} min)</span>',
-                int(age.total_seconds() // 60),
+                '<span style="color: var(--error-fg)">{}</span>',
+                gettext("stale (%(minutes)s min)") % {"minutes": int(age.total_seconds() // 60)},
             )
-        return "✔ ok"
+        return "✔ " + gettext("ok")
+
+
+def _pause_message(result: PauseResult) -> str:
+    text = ngettext("%(count)d listing paused", "%(count)d listings paused", result.paused) % {
+        "count": result.paused
+    }
+    for report in result.reports:
+        text += gettext("; notifications: %(report)s") % {"report": report}
+    return text
 
 
 @admin.register(Watch)
@@ -153,15 +223,15 @@ class WatchAdmin(admin.ModelAdmin):
     raw_id_fields = ("listing", "device")
     search_fields = ("=id", "listing__name", "listing__item_code", "^device__token_hash")
 
-    @admin.display(description="device", ordering="device__token_hash")
+    @admin.display(description=_("device"), ordering="device__token_hash")
     def device_short_id(self, watch: Watch) -> str:
         return watch.device.short_id
 
-    @admin.display(description="state")
+    @admin.display(description=_("state"))
     def state(self, watch: Watch) -> str:
         if watch.removed_at:
-            return "removed"
-        return "paused" if watch.paused else "live"
+            return gettext("removed")
+        return gettext("paused") if watch.paused else gettext("live")
 
 
 @admin.register(Device)
@@ -198,12 +268,12 @@ class DeviceAdmin(admin.ModelAdmin):
             .annotate(live_watch_count=Count("watches", filter=Q(watches__removed_at__isnull=True)))
         )
 
-    @admin.display(description="watches", ordering="live_watch_count")
+    @admin.display(description=_("watches"), ordering="live_watch_count")
     def live_watches(self, device: Device) -> int:
         return device.live_watch_count
 
-    @admin.display(description="subscription", ordering="push_active")
+    @admin.display(description=_("subscription"), ordering="push_active")
     def subscription(self, device: Device) -> str:
         if not device.push_endpoint:
-            return "none"
-        return "active" if device.push_active else "inactive"
+            return gettext("none")
+        return gettext("active") if device.push_active else gettext("inactive")

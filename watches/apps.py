@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
+from django.utils.translation import gettext_lazy as _
 
 
 def _ensure_schedules(sender, **kwargs) -> None:
@@ -20,6 +21,7 @@ def _ensure_search_index(sender, using="default", **kwargs) -> None:
 
 class WatchesConfig(AppConfig):
     name = "watches"
+    verbose_name = _("Watches")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -10,7 +10,8 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   low, errors);
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
-- `pause_listings`: staff stopped tracking listings;
+- `pause_listings`: staff stopped tracking listings; `listings_paused`, the signal staff's
+  pausing sends (`watches.pausing`), on which the outbox drops the listings' queued rows;
 - `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
   device would have been told while its notifications were off (both read-only, for the
   outbox's channel and pages).
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
 from django.db.models import Q
+from django.dispatch import Signal
 
 from common.bulk import update_by_id
 from watches.marketplaces.base import FetchResult
@@ -36,10 +38,16 @@ __all__ = [
     "advance_baselines",
     "deactivate_gone_subscriptions",
     "endpoint_allowed",
+    "listings_paused",
     "missed_for",
     "pause_listings",
     "refetch",
 ]
+
+# Sent by `watches.pausing.pause_listings` after staff paused listings, with `listing_ids`,
+# `actor` and `now`. A receiver returns what it did, as something that prints as a sentence
+# for staff (or None). The outbox connects its receiver when it starts.
+listings_paused = Signal()
 
 
 def refetch(listings: Iterable[Listing], now: dt.datetime) -> dict[int, FetchResult]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy
 
 from yasugoro.env import env_bool, env_float, env_int, env_list, env_str, secret_from_file
 
@@ -33,9 +34,12 @@ INSTALLED_APPS = [
     "django_q",
     "watches",
     "outbox",
+    "monitoring",
 ]
 
 MIDDLEWARE = [
+    # /healthz, /readyz, /metrics: answered before the host check and the HTTPS redirect.
+    "monitoring.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -278,12 +282,23 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 500,
-    "label": "Tasks",
+    # The admin's name for django-q2's models, in the staff user's language.
+    "label": gettext_lazy("Tasks"),
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+
+# --- Monitoring ---------------------------------------------------------------------------
+# /metrics answers a request with `Authorization: Bearer <METRICS_TOKEN>`, and (unless
+# switched off) one from this host that no proxy relayed.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOW_LOCALHOST = env_bool("METRICS_ALLOW_LOCALHOST", True)
+# /readyz fails when the last dispatch cycle started longer ago than this (it runs every
+# minute) or when the oldest due row has waited longer than the lag limit.
+READYZ_MAX_CYCLE_AGE_SECONDS = env_int("READYZ_MAX_CYCLE_AGE_SECONDS", 180, minimum=60)
+READYZ_MAX_QUEUE_LAG_SECONDS = env_int("READYZ_MAX_QUEUE_LAG_SECONDS", 300, minimum=1)
 
 LOGGING = {
     "version": 1,
@@ -295,5 +310,6 @@ LOGGING = {
         "demo": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
         "outbox": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
         "watches": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+        "monitoring": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     },
 }

@@ -32,6 +32,7 @@ from django.utils import timezone
 from common.retry_after import parse_retry_after
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
+from monitoring.counters import count_marketplace_request
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
 from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
 
@@ -73,6 +74,7 @@ class RakutenMarketplace:
                     )
                     continue
                 results[code] = self._fetch_one(code)
+                count_marketplace_request(self.source, self.app_id, results[code])
         finally:
             self.session.close()
         return results

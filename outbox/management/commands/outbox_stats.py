@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from outbox.overview import short_duration
 from outbox.stats import ALL_TIME, outbox_stats, parse_since
@@ -32,6 +32,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, since: str, as_json: bool, **options) -> None:
+        # A terminal's report, in the one language of the rest of its lines.
+        with translation.override("en"):
+            self._handle(since, as_json)
+
+    def _handle(self, since: str, as_json: bool) -> None:
         try:
             window = parse_since(since)
         except ValueError as exc:

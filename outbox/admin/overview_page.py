@@ -1,0 +1,51 @@
+"""The overview in the admin: a page of its own, and a panel on top of the changelist. The
+numbers come from `outbox.stats`, their arrangement from `outbox.overview`."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.functional import SimpleLazyObject
+from django.utils.translation import gettext
+
+from outbox.overview import Overview, build_overview
+from outbox.stats import outbox_stats
+
+
+class OverviewMixin:
+    """For the Outbox ModelAdmin: `overview/` and the changelist's overview panel."""
+
+    def get_urls(self):
+        overview = path(
+            "overview/",
+            self.admin_site.admin_view(self.overview_view),
+            name=f"{self.opts.app_label}_{self.opts.model_name}_overview",
+        )
+        return [overview, *super().get_urls()]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        # Lazy: an action's POST redirects without rendering, so it costs no counting. The
+        # panel is the compact one (health, counts per status): the chart and the reasons
+        # are one click away, on the overview page.
+        compact = SimpleLazyObject(lambda: self.overview(chart=False))
+        extra_context = {**(extra_context or {}), "overview": compact}
+        return super().changelist_view(request, extra_context)
+
+    def overview_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": gettext("Outbox overview"),
+            "opts": self.opts,
+            "overview": self.overview(),
+            "media": self.media,
+        }
+        return TemplateResponse(request, "admin/outbox/outbox/overview.html", context)
+
+    def overview(self, *, chart: bool = True) -> Overview:
+        changelist_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        stats = outbox_stats() if chart else outbox_stats(chart_days=0)
+        return build_overview(stats, changelist_url)

@@ -1,0 +1,118 @@
+"""The row detail page: who and what, when, the detection snapshot beside what each attempt
+re-fetched and decided, the message that went out, and the timeline of every transition."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
+from outbox.admin.display import admin_link, full_time, json_block, pretty_json
+from outbox.models import Outbox, OutboxEvent, Status
+from yasugoro.admin_mixins import ReadOnlyAdminMixin
+
+
+class OutboxEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """The row's story: every transition, oldest first. Append-only, so read-only."""
+
+    model = OutboxEvent
+    template = "admin/outbox/outbox/timeline.html"
+    extra = 0
+    can_delete = False
+    verbose_name = _("event")
+    verbose_name_plural = _("timeline")
+    fields = ("when", "from_status", "to_status", "reason", "detail", "actor", "data_pretty")
+    readonly_fields = fields
+    ordering = ("at", "id")
+
+    @admin.display(description=_("at"))
+    def when(self, event: OutboxEvent) -> str:
+        return full_time(event.at)
+
+    @admin.display(description=_("data"))
+    def data_pretty(self, event: OutboxEvent) -> str:
+        return "" if event.data is None else json_block(event.data)
+
+
+class RowDetailMixin:
+    """For the Outbox ModelAdmin: the detail page's layout and fields."""
+
+    inlines = [OutboxEventInline]
+    fieldsets = (
+        (None, {"fields": ("status", "reason", "detail", "channel", "trigger")}),
+        (_("Who and what"), {"fields": ("watch_link", "listing_link", "device_link")}),
+        (
+            _("When"),
+            {
+                "fields": (
+                    "detected_at",
+                    "created_at",
+                    "updated_at",
+                    "next_attempt_at",
+                    ("retry_count", "attempts"),
+                    ("claimed_at", "claimed_by"),
+                    "sent_at",
+                )
+            },
+        ),
+        (_("Detected, then re-fetched at each attempt"), {"fields": ("attempts_side_by_side",)}),
+        (_("Sent message"), {"fields": ("sent_message_pretty",)}),
+    )
+    readonly_fields = (
+        "status",
+        "reason",
+        "detail",
+        "channel",
+        "trigger",
+        "watch_link",
+        "listing_link",
+        "device_link",
+        "detected_at",
+        "created_at",
+        "updated_at",
+        "next_attempt_at",
+        "retry_count",
+        "attempts",
+        "claimed_at",
+        "claimed_by",
+        "sent_at",
+        "attempts_side_by_side",
+        "sent_message_pretty",
+    )
+
+    @admin.display(description=_("watch"))
+    def watch_link(self, row: Outbox) -> str:
+        return admin_link(row.watch, f"#{row.watch_id} {row.watch.get_trigger_display()}")
+
+    @admin.display(description=_("listing"))
+    def listing_link(self, row: Outbox) -> str:
+        listing = row.watch.listing
+        return admin_link(listing, f"{listing} ({listing.source}:{listing.item_code})")
+
+    @admin.display(description=_("device"))
+    def device_link(self, row: Outbox) -> str:
+        return admin_link(row.device, gettext("device %(id)s") % {"id": row.device.short_id})
+
+    @admin.display(description=_("snapshot and attempts"))
+    def attempts_side_by_side(self, row: Outbox) -> str:
+        """The detection snapshot, then what each attempt re-fetched and decided, in columns."""
+        columns = [(gettext("Detected"), row.detected_at, "", pretty_json(row.detected_payload))]
+        outcomes = row.events.filter(from_status=Status.SENDING).order_by("at", "id")
+        for n, event in enumerate(outcomes, start=1):
+            outcome = f"→ {event.get_to_status_display()}"
+            if event.reason:
+                outcome += f" · {event.get_reason_display()}"
+            title = gettext("Attempt %(n)s") % {"n": n}
+            columns.append((title, event.at, outcome, pretty_json(event.data)))
+        cells = format_html_join(
+            "",
+            '<div class="ob-attempt"><h4>{} <small>{}</small></h4><p>{}</p><pre class="ob-json">{}'
+            "</pre></div>",
+            ((title, full_time(at), outcome, text or "—") for title, at, outcome, text in columns),
+        )
+        return format_html('<div class="ob-attempts">{}</div>', cells)
+
+    @admin.display(description=_("sent message"))
+    def sent_message_pretty(self, row: Outbox) -> str:
+        return "—" if row.sent_message is None else json_block(row.sent_message)
