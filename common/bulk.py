@@ -22,7 +22,9 @@ def update_by_id(
             for f, value in zip(model_fields, values, strict=True)
         ]
         + [pk]
-        for pk, values in rows
+        # Lowest id first: two transactions updating overlapping rows then lock them in the
+        # same order and cannot deadlock each other on PostgreSQL.
+        for pk, values in sorted(rows, key=lambda row: row[0])
     ]
     if not params:
         return 0

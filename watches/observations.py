@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 
 from common.bulk import update_by_id
@@ -86,6 +86,7 @@ class Observations:
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
         while the marketplace was being asked."""
         with transaction.atomic():
+            _lock_in_id_order([*self.observed, *self.failed, *self.described])
             PricePoint.objects.bulk_create(self.points, batch_size=500)
             _update(self.observed, (*_OBSERVED, *_STATS))
             _update(self.failed, _FAILED)
@@ -94,6 +95,17 @@ class Observations:
                 # Cached pages show prices: stale once this is committed, not before (a page
                 # rendered in between would cache the old ones under the new version).
                 transaction.on_commit(pagecache.prices_changed)
+
+
+def _lock_in_id_order(listings: list[Listing]) -> None:
+    """Take the row locks of every listing this batch writes, lowest id first. Two batches
+    (a poll and a dispatcher's re-fetch, or two dispatchers) that share listings would
+    otherwise lock them in the order of their groups and deadlock on PostgreSQL. SQLite
+    locks the whole database on the first write, so there is nothing to order there."""
+    if not listings or not connection.features.has_select_for_update:
+        return
+    ids = sorted({listing.pk for listing in listings})
+    list(Listing.objects.filter(pk__in=ids).order_by("pk").select_for_update().values_list("pk"))
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
