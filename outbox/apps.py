@@ -16,7 +16,10 @@ class OutboxConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from outbox.lease import check_settings
         from outbox.levers import drop_for_paused_listings
+
+        check_settings()  # a lease a live dispatcher could outlive stops start-up
         from watches.services import listings_paused
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="outbox-schedules")

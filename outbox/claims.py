@@ -2,26 +2,43 @@
 died.
 
 A claim moves due rows to `sending` in one conditional UPDATE per batch (`FOR UPDATE SKIP
-LOCKED` on PostgreSQL), writing the cycle's holder token and the row's next attempt number:
-together they are the claim's fence (`outbox.transitions.Fence`), without which no later move
-of the row is recorded. A claim is a lease of OUTBOX_LEASE_SECONDS: a row still `sending`
-after that — its dispatcher died or hung — goes back to `retry`, or to `failed` at the cap.
+LOCKED` on PostgreSQL), writing the cycle's holder token, the row's next attempt number and
+`claimed_at` — the moment of this claim, read from the clock then, not at the start of the
+cycle: together holder and attempt are the claim's fence (`outbox.transitions.Fence`),
+without which no later move of the row is recorded. A claim is a lease of
+OUTBOX_LEASE_SECONDS, renewed by its dispatcher while it works (`outbox.lease`): a row still
+`sending` after that — its dispatcher died or hung — goes back to `retry`, or to `failed` at
+the cap.
+
+One notification per watch and channel may be in flight: the database refuses a second
+`sending` row (a partial unique index). Of a watch's backlog of due rows, a claim takes the
+newest detection and drops the older ones `superseded`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import socket
 import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, OperationalError, transaction
 
-from outbox.models import Reason, Status
-from outbox.queue import select_due, select_expired
+from outbox.models import Outbox, Reason, Status
+from outbox.queue import DueRow, select_due, select_due_siblings, select_expired
 from outbox.retries import backoff, used_every_retry
 from outbox.transitions import Outcome, transition, transition_each
+
+log = logging.getLogger("outbox.dispatch")
+
+# What the in-flight index does to a claim racing another dispatcher's for the same watch:
+# a unique violation once the other commits, or (PostgreSQL, two batches each waiting on the
+# other's rows) a deadlock the database breaks by failing one statement.
+_CONFLICT = (IntegrityError, OperationalError)
 
 
 def new_holder() -> str:
@@ -30,36 +47,112 @@ def new_holder() -> str:
     return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-def claim_due(holder: str, limit: int, now: dt.datetime) -> list[int]:
-    """Claim up to `limit` due rows, oldest first, for `holder`. Returns the claimed ids."""
+@dataclass
+class Claim:
+    """What one claim did: the rows it now holds, how many due rows it looked at (fewer than
+    asked for: the queue is empty) and how many older rows it dropped `superseded`."""
+
+    ids: list[int] = field(default_factory=list)
+    selected: int = 0
+    superseded: int = 0
+
+
+def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
+    """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
+    claim). Per watch and channel only the newest due detection is claimed; the older due
+    rows end `dropped`/`superseded`. A watch and channel another dispatcher has in flight is
+    left alone, even when both claimed at once (the in-flight index refuses ours: caught)."""
     with transaction.atomic():
-        return transition(
-            select_due(now, limit),
-            Outcome(
-                Status.SENDING,
-                Reason.CLAIMED,
-                values={"claimed_by": holder, "claimed_at": now},
-                # The claim's fence: a new holder token, and the row's next attempt number.
-                increment=("attempts",),
-            ),
-            actor=holder,
-            now=now,
+        selected = select_due(now, limit)
+        claim = Claim(selected=len(selected))
+        if not selected:
+            return claim
+        rows = {row[0]: row for row in selected}
+        wanted = {(row[1], row[2]) for row in selected}
+        for row in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+            if (row[1], row[2]) in wanted:
+                rows[row[0]] = row
+        backlog: dict[tuple[int, str], list[DueRow]] = defaultdict(list)
+        for row in rows.values():
+            backlog[(row[1], row[2])].append(row)
+        newest = {key: max(due, key=lambda r: (r[3], r[0])) for key, due in backlog.items()}
+        try:
+            with transaction.atomic():
+                claim.ids = _claim(sorted(r[0] for r in newest.values()), holder, now)
+        except _CONFLICT:
+            # Another dispatcher claimed a row of one of these watches since we selected:
+            # claim key by key, and leave the watches it holds to it.
+            claim.ids = []
+            for key, row in sorted(newest.items()):
+                try:
+                    with transaction.atomic():
+                        claim.ids += _claim([row[0]], holder, now)
+                except _CONFLICT:
+                    newest[key] = _in_flight(key) or row
+        claimed = set(claim.ids)
+        older = {
+            row[0]: Outcome(
+                Status.DROPPED,
+                Reason.SUPERSEDED,
+                f"row {newest[key][0]} is a newer notification for the same watch",
+                {"superseded_by": newest[key][0]},
+                {"claimed_by": ""},
+            )
+            for key, due in backlog.items()
+            for row in due
+            if row[0] != newest[key][0] and row[0] not in claimed and row[3] <= newest[key][3]
+        }
+        claim.superseded = len(
+            transition_each(older, expect=[Status.PENDING, Status.RETRY], actor=holder, now=now)
         )
+    return claim
+
+
+def _claim(ids: list[int], holder: str, now: dt.datetime) -> list[int]:
+    return transition(
+        ids,
+        Outcome(
+            Status.SENDING,
+            Reason.CLAIMED,
+            # The intent of the last attempt is cleared: this attempt has not started.
+            values={"claimed_by": holder, "claimed_at": now, "attempt_started_at": None},
+            # The claim's fence: a new holder token, and the row's next attempt number.
+            increment=("attempts",),
+        ),
+        expect=[Status.PENDING, Status.RETRY],
+        actor=holder,
+        now=now,
+    )
+
+
+def _in_flight(key: tuple[int, str]) -> DueRow | None:
+    """The row another dispatcher holds for this watch and channel (our older rows are
+    superseded by it; a newer one of ours waits for its turn)."""
+    return (
+        Outbox.objects.filter(watch_id=key[0], channel=key[1], status=Status.SENDING)
+        .values_list("id", "watch_id", "channel", "detected_at")
+        .first()
+    )
 
 
 def recover_expired_leases(now: dt.datetime) -> int:
     """`sending` rows whose lease expired (their dispatcher died or hung) go back to `retry`,
-    or to `failed` when they already used every retry. Returns how many were recovered."""
+    or to `failed` when they already used every retry. A row whose delivery had started is
+    marked `maybe_delivered`: the message may have reached the person unrecorded. Returns how
+    many were recovered."""
     cutoff = now - dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS)
     with transaction.atomic():
         outcomes: dict[int, Outcome] = {}
         values: dict[str, object]
-        for row_id, count, holder in select_expired(cutoff):
+        for row_id, count, holder, started in select_expired(cutoff):
             to, values = Status.FAILED, {"claimed_by": ""}
             if not used_every_retry(count):
                 to = Status.RETRY
                 values.update(retry_count=count + 1, next_attempt_at=now + backoff(count))
-            outcomes[row_id] = Outcome(
-                to, Reason.LEASE_EXPIRED, f"lease of {holder} expired", {"holder": holder}, values
-            )
+            detail, data = f"lease of {holder} expired", {"holder": holder}
+            if started is not None:
+                detail += " after its delivery had started: the message may have been delivered"
+                data["may_have_been_delivered"] = True
+                values["maybe_delivered"] = True
+            outcomes[row_id] = Outcome(to, Reason.LEASE_EXPIRED, detail, data, values)
         return len(transition_each(outcomes, expect=[Status.SENDING], now=now))

@@ -4,17 +4,22 @@ database access and no transaction open; a channel's failure becomes an outcome
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from monitoring.counters import delivery_timer
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
+from outbox.clock import Clock
 from outbox.models import Outbox, Reason, Status
+
+if TYPE_CHECKING:
+    from outbox.lease import Lease
 
 log = logging.getLogger("outbox.dispatch")
 
@@ -30,10 +35,12 @@ DELIVERY_OUTCOME: dict[DeliveryKind, tuple[Status, Reason]] = {
 @dataclass(frozen=True)
 class Delivery:
     """What became of one message: delivered (with the facts the channel reported, kept in
-    the sent event), or the error."""
+    the sent event), or the error; `answered_at`, when the channel answered (None: never
+    asked), is the time `sent_at` and a retry's backoff count from."""
 
     facts: Mapping[str, Any] | None = None
     error: DeliveryError | None = None
+    answered_at: dt.datetime | None = None
 
 
 # A message whose thread died before it finished counts as not delivered: retried.
@@ -42,14 +49,30 @@ _UNFINISHED = Delivery(
 )
 
 
-def deliver_all(items: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Delivery]]:
+# The send gate refused: the row is no longer held, or too little of its lease is left.
+_GATED = Delivery(
+    error=DeliveryError(
+        DeliveryKind.NETWORK, "not started: the dispatcher's lease on the row ran short"
+    )
+)
+
+
+def deliver_all(
+    items: list[tuple[Outbox, Message]], clock: Clock, lease: Lease | None = None
+) -> list[tuple[Outbox, Delivery]]:
     """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
     At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
     (cheaper than a future per message, and a slow answer holds up only its own thread).
-    The threads never touch the database."""
+    The threads never touch the database; meanwhile this thread keeps `lease` alive, and a
+    delivery starts only while `lease` allows it."""
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
-        return [(row, deliver_one(row, message)) for row, message in items]
+        results = []
+        for row, message in items:
+            if lease is not None:
+                lease.beat_if_due()
+            results.append((row, _gated(row, message, clock, lease)))
+        return results
     results: list[Delivery] = [_UNFINISHED] * len(items)
     queue = iter(enumerate(items))
     lock = threading.Lock()
@@ -61,7 +84,7 @@ def deliver_all(items: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Deliv
             if item is None:
                 return
             index, (row, message) = item
-            results[index] = deliver_one(row, message)
+            results[index] = _gated(row, message, clock, lease)
 
     threads = [
         threading.Thread(target=work, name=f"outbox-deliver-{n}", daemon=True)
@@ -70,19 +93,29 @@ def deliver_all(items: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Deliv
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        while thread.is_alive():
+            thread.join(lease.interval if lease is not None else None)
+            if lease is not None:
+                lease.beat_if_due()
     return list(zip((row for row, _ in items), results, strict=True))
 
 
-def deliver_one(row: Outbox, message: Message) -> Delivery:
+def _gated(row: Outbox, message: Message, clock: Clock, lease: Lease | None) -> Delivery:
+    if lease is not None and not lease.may_start(row.pk):
+        return _GATED
+    return deliver_one(row, message, clock)
+
+
+def deliver_one(row: Outbox, message: Message, clock: Clock) -> Delivery:
     try:
         with delivery_timer(row.channel):
             facts = get_channel(row.channel).deliver(row, message)
     except DeliveryError as error:
-        return Delivery(error=error)
+        return Delivery(error=error, answered_at=clock())
     except Exception as exc:  # a bug in a channel: retry until the cap, then failed
         log.exception("channel %s failed on row %s", row.channel, row.pk)
         return Delivery(
-            error=DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}")
+            error=DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}"),
+            answered_at=clock(),
         )
-    return Delivery(facts=facts)
+    return Delivery(facts=facts, answered_at=clock())

@@ -9,14 +9,19 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    LOCKED` on PostgreSQL), so any number of dispatchers can run at once (`outbox.claims`);
 4. drops rows whose watch was removed or paused, whose listing was paused, or whose device
    has no subscription (`outbox.recheck`);
-5. re-fetches each listing once per cycle through `watches.services.refetch`, which keeps
-   the answer by the same rule as price polling (a history point or not, the listing's state,
-   typical price and 90-day low); an error kind becomes a drop or a retry;
+5. re-fetches each listing through `watches.services.refetch` — once per cycle while the
+   answer is at most OUTBOX_REFETCH_MAX_AGE old, again (once per batch) when it is older —
+   which keeps the answer by the same rule as price polling (a history point or not, the
+   listing's state, typical price and 90-day low); an error kind becomes a drop or a retry;
 6. re-judges the trigger on the fresh value (and drops `already_notified` when a later
    delivery moved the watch's baseline past this detection) and builds the message from it;
-7. delivers (`outbox.delivery`, a bounded thread pool, no transaction open) and records
-   `sent` (moving the watch's `last_notified_*`), `retry` with backoff, `failed` at the cap,
-   or `dropped` (`outbox.recording`).
+7. renews the batch's lease and records each delivery's intent (`outbox.lease`), delivers
+   (`outbox.delivery`, a bounded thread pool, no transaction open, the lease renewed while
+   it runs) and records `sent` (moving the watch's `last_notified_*`), `retry` with backoff
+   counted from the failure's answer, `failed` at the cap, or `dropped` (`outbox.recording`).
+
+Times come from an injectable clock (`outbox.clock`), read at the moment they describe: a
+claim's `claimed_at` when that batch is claimed, `sent_at` when the channel answered.
 
 State changes are short transactions written in bulk; no network call happens inside one.
 Every later transition of a claimed row is conditional on the claim's fence — the holder token
@@ -36,7 +41,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from outbox.claims import claim_due, new_holder, recover_expired_leases
+from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
+from outbox.lease import Lease
 from outbox.models import DispatchRun, Outbox, Status
 from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
@@ -68,24 +75,33 @@ class CycleResult:
 @dataclass
 class _Cycle:
     holder: str
-    now: dt.datetime
+    clock: Clock
     result: CycleResult = field(default_factory=CycleResult)
-    # listing id -> the one re-fetch of this cycle
-    fetched: dict[int, FetchResult] = field(default_factory=dict)
+    # listing id -> the latest re-fetch of this cycle, and when it was asked for
+    fetched: dict[int, tuple[dt.datetime, FetchResult]] = field(default_factory=dict)
 
 
 def run_cycle(
-    *, limit: int | None = None, now: dt.datetime | None = None, holder: str | None = None
+    *,
+    limit: int | None = None,
+    now: dt.datetime | None = None,
+    holder: str | None = None,
+    clock: Clock | None = None,
 ) -> CycleResult:
     """One dispatcher cycle over at most `limit` due rows (default: until nothing is due or
-    OUTBOX_CYCLE_SECONDS have passed). Returns the outcome counts."""
+    OUTBOX_CYCLE_SECONDS have passed). Returns the outcome counts.
+
+    Every time the cycle writes is read from `clock` (default: the system's) at the moment
+    it describes. `now` pins the clock to one instant (for tests of what is due when)."""
+    if clock is None:
+        clock = system_clock if now is None else (lambda: now)
     started = timezone.now()
-    cycle = _Cycle(holder=holder or new_holder(), now=now or started)
+    cycle = _Cycle(holder=holder or new_holder(), clock=clock)
     result = cycle.result
     error = ""
     deadline = time.monotonic() + settings.OUTBOX_CYCLE_SECONDS
     try:
-        result.recovered = recover_expired_leases(cycle.now)
+        result.recovered = recover_expired_leases(clock())
         remaining = limit
         while remaining is None or remaining > 0:
             size = (
@@ -93,13 +109,14 @@ def run_cycle(
                 if remaining is None
                 else min(remaining, settings.OUTBOX_BATCH_SIZE)
             )
-            claimed = claim_due(cycle.holder, size, cycle.now)
-            result.claimed += len(claimed)
-            if claimed:
-                result.by_status.update(_process_batch(cycle, claimed))
+            claim = claim_due(cycle.holder, size, clock())
+            result.claimed += len(claim.ids)
+            result.by_status[Status.DROPPED] += claim.superseded
+            if claim.ids:
+                result.by_status.update(_process_batch(cycle, claim.ids))
             if remaining is not None:
-                remaining -= len(claimed)
-            if len(claimed) < size or time.monotonic() > deadline:
+                remaining -= len(claim.ids) + claim.superseded
+            if claim.selected < size or time.monotonic() > deadline:
                 break
     except Exception as exc:
         # Rows already claimed stay `sending` until their lease expires, then are retried.
@@ -122,6 +139,7 @@ def run_cycle(
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
+    lease = Lease(cycle.holder, {row.pk: row.attempts for row in rows}, cycle.clock)
     decisions: dict[int, Decision] = {}
     live: list[Outbox] = []
     for row in rows:
@@ -131,17 +149,42 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
         else:
             live.append(row)
 
-    listings = {row.watch.listing_id: row.watch.listing for row in live}
-    unfetched = [listing for pk, listing in listings.items() if pk not in cycle.fetched]
-    cycle.fetched.update(services.refetch(unfetched, cycle.now))
-
-    decisions.update(decide(live, cycle.fetched))
+    fresh = _refetch(cycle, {row.watch.listing_id: row.watch.listing for row in live})
+    decisions.update(decide(live, {pk: result for pk, (_, result) in fresh.items()}))
     to_send = [
         (row, decisions[row.pk].message) for row in live if decisions[row.pk].message is not None
     ]
-    for row, delivery in deliver_all(to_send):
-        apply_delivery(decisions[row.pk], delivery)
-    return record(rows, decisions, cycle.holder, cycle.now)
+    if to_send:
+        # The heartbeat before the first delivery also records the intent of each.
+        held = lease.beat(starting=[row.pk for row, _ in to_send])
+        starting = cycle.clock()
+        for row, _ in to_send:
+            if row.pk in held:
+                fetched_at = fresh[row.watch.listing_id][0]
+                age = round((starting - fetched_at).total_seconds(), 3)
+                decisions[row.pk].data["fresh_age_seconds"] = age
+        for row, delivery in deliver_all(to_send, cycle.clock, lease):
+            apply_delivery(decisions[row.pk], delivery)
+    return record(rows, decisions, cycle.holder, cycle.clock)
+
+
+def _refetch(
+    cycle: _Cycle, listings: dict[int, Listing]
+) -> dict[int, tuple[dt.datetime, FetchResult]]:
+    """The answer for each of `listings`, at most OUTBOX_REFETCH_MAX_AGE old: one asked for
+    earlier in this cycle is reused while it is that fresh, the others are fetched now —
+    at most once per listing per batch. An answer's time is when it was asked for."""
+    oldest = cycle.clock() - dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    stale = [
+        listing
+        for pk, listing in listings.items()
+        if pk not in cycle.fetched or cycle.fetched[pk][0] < oldest
+    ]
+    if stale:
+        asked_at = cycle.clock()
+        answers = services.refetch(stale, asked_at)
+        cycle.fetched.update((pk, (asked_at, result)) for pk, result in answers.items())
+    return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}
 
 
 _UNREAD_FIELDS = (

@@ -42,6 +42,8 @@ class Reason(models.TextChoices):
     ITEM_NOT_FOUND = "item_not_found", _("Item not found")
     CONDITION_LOST = "condition_lost", _("Condition no longer holds")
     ALREADY_NOTIFIED = "already_notified", _("Already notified")
+    # a newer detection for the same watch and channel went out instead (a backlog)
+    SUPERSEDED = "superseded", _("Superseded by a newer notification")
     MANUAL = "manual", _("Dropped by staff")
     # retry / failed: something transient went wrong
     REFETCH_RATE_LIMITED = "refetch_rate_limited", _("Marketplace rate limit")
@@ -90,6 +92,12 @@ class Outbox(models.Model):
     next_attempt_at = models.DateTimeField(_("next attempt at"))
     claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
     claimed_by = models.CharField(_("claimed by"), max_length=64, blank=True)
+    # Written (fenced) right before the channel is asked, cleared by the next claim: a lease
+    # that expires while it is set may have let the message out unrecorded.
+    attempt_started_at = models.DateTimeField(_("attempt started at"), null=True, blank=True)
+    # A lease expired after a delivery had started: the person may have the message already.
+    # Never cleared; the history page and admin say so.
+    maybe_delivered = models.BooleanField(_("may have been delivered"), db_default=False)
     sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     updated_at = models.DateTimeField(_("updated at"), default=timezone.now)
@@ -107,6 +115,13 @@ class Outbox(models.Model):
                 F("channel"),
                 name="outbox_one_per_watch_trigger_day_channel",
                 condition=~Q(status="dropped"),
+            ),
+            # At most one notification per watch and channel in flight, across every
+            # dispatcher: a claim of a second one fails in the database.
+            models.UniqueConstraint(
+                fields=["watch", "channel"],
+                name="outbox_one_in_flight_per_watch_channel",
+                condition=Q(status="sending"),
             ),
         ]
         indexes = [
@@ -126,6 +141,10 @@ class Outbox(models.Model):
             # Admin changelist `?reason__exact=…` (newest first) and its capped count: a
             # rare reason among a million rows is found without reading the table.
             models.Index(fields=["reason", "id"], name="outbox_reason"),
+            # Admin filter "may have been delivered": a handful among a million rows.
+            models.Index(
+                fields=["id"], name="outbox_maybe_delivered", condition=Q(maybe_delivered=True)
+            ),
             # History page: one device's rows, newest first.
             models.Index(fields=["device", "-created_at"], name="outbox_by_device"),
         ]

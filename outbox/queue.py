@@ -15,10 +15,14 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import connection
+from django.db.models import Exists, OuterRef
 
 from outbox.models import DUE_STATUSES, Outbox, Status
 
 _TABLE = Outbox._meta.db_table
+
+# (id, watch id, channel, detected_at) of a due row
+DueRow = tuple[int, int, str, dt.datetime]
 
 
 def _sqlite(sql: str, params: list) -> list[tuple]:
@@ -32,30 +36,61 @@ def _literal_statuses(statuses) -> str:
     return ", ".join(f"'{Status(s).value}'" for s in statuses)
 
 
-def select_due(now: dt.datetime, limit: int) -> list[int]:
-    """The ids of up to `limit` due rows, oldest first. Call inside the claim's
-    transaction: on PostgreSQL the rows stay locked (others skip them) until it ends."""
+def select_due(now: dt.datetime, limit: int) -> list[DueRow]:
+    """Up to `limit` due rows, oldest first, leaving out every watch and channel that has a
+    row in flight (`sending`: the one-in-flight index would refuse its claim). Call inside
+    the claim's transaction: on PostgreSQL the rows stay locked (others skip them) until it
+    ends."""
     if connection.vendor == "sqlite":
         rows = _sqlite(
-            f"SELECT id FROM {_TABLE} INDEXED BY outbox_due "  # noqa: S608
+            f"SELECT id, watch_id, channel, detected_at FROM {_TABLE} AS due "  # noqa: S608
+            "INDEXED BY outbox_due "
             f"WHERE status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s "
+            f"AND NOT EXISTS (SELECT 1 FROM {_TABLE} AS flying "
+            "WHERE flying.watch_id = due.watch_id AND flying.channel = due.channel "
+            f"AND flying.status = {_literal_statuses([Status.SENDING])}) "
             "ORDER BY next_attempt_at, id LIMIT %s",
             [connection.ops.adapt_datetimefield_value(now), limit],
         )
-        return [row_id for (row_id,) in rows]
+        return [_due_row(row) for row in rows]
+    in_flight = Outbox.objects.filter(
+        watch_id=OuterRef("watch_id"), channel=OuterRef("channel"), status=Status.SENDING
+    )
     due = (
         Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+        .exclude(Exists(in_flight))
         .order_by("next_attempt_at", "id")
         .select_for_update(skip_locked=True)
     )
-    return list(due.values_list("id", flat=True)[:limit])
+    return list(due.values_list("id", "watch_id", "channel", "detected_at")[:limit])
 
 
-def select_expired(cutoff: dt.datetime) -> list[tuple[int, int, str]]:
-    """(id, retry_count, claimed_by) of `sending` rows claimed before `cutoff`."""
+def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[DueRow]:
+    """Every due row of these watches (all channels; the caller keys by channel), so a
+    claim sees a watch's whole backlog, not only the rows that fell into its batch. Locked
+    like `select_due` on PostgreSQL."""
+    due = Outbox.objects.filter(
+        status__in=DUE_STATUSES, next_attempt_at__lte=now, watch_id__in=watch_ids
+    ).order_by("id")
+    if connection.vendor != "sqlite":
+        due = due.select_for_update(skip_locked=True)
+    return [_due_row(row) for row in due.values_list("id", "watch_id", "channel", "detected_at")]
+
+
+def _due_row(row: tuple) -> DueRow:
+    row_id, watch_id, channel, detected_at = row
+    if isinstance(detected_at, str):  # raw SQLite: Django's naive UTC text
+        detected_at = dt.datetime.fromisoformat(detected_at).replace(tzinfo=dt.UTC)
+    return row_id, watch_id, channel, detected_at
+
+
+def select_expired(cutoff: dt.datetime) -> list[tuple[int, int, str, object]]:
+    """(id, retry_count, claimed_by, attempt_started_at) of `sending` rows claimed before
+    `cutoff` (attempt_started_at only for whether it is set)."""
     if connection.vendor == "sqlite":
         return _sqlite(
-            f"SELECT id, retry_count, claimed_by FROM {_TABLE} INDEXED BY outbox_sending "  # noqa: S608
+            "SELECT id, retry_count, claimed_by, attempt_started_at "  # noqa: S608
+            f"FROM {_TABLE} INDEXED BY outbox_sending "
             f"WHERE status = {_literal_statuses([Status.SENDING])} AND claimed_at < %s ORDER BY id",
             [connection.ops.adapt_datetimefield_value(cutoff)],
         )
@@ -64,4 +99,4 @@ def select_expired(cutoff: dt.datetime) -> list[tuple[int, int, str]]:
         .order_by("id")
         .select_for_update(skip_locked=True)
     )
-    return list(expired.values_list("id", "retry_count", "claimed_by"))
+    return list(expired.values_list("id", "retry_count", "claimed_by", "attempt_started_at"))

@@ -12,6 +12,7 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -47,6 +48,8 @@ class Decision:
     retry_after: float | None = None
     message: Message | None = None
     value: Decimal | None = None
+    # When the failure or the delivery was answered: what `sent_at` and backoff count from.
+    answered_at: dt.datetime | None = None
 
 
 def guard(row: Outbox) -> Reason | None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from django.db import transaction
 
+from outbox.clock import Clock
 from outbox.delivery import DELIVERY_OUTCOME, Delivery
 from outbox.models import Outbox, Reason, Status
 from outbox.recheck import Decision
@@ -29,6 +30,7 @@ log = logging.getLogger("outbox.dispatch")
 def apply_delivery(decision: Decision, delivery: Delivery) -> None:
     """Fold what the channel said into a `sent` decision: its facts into the event, or its
     error's outcome (`DELIVERY_OUTCOME`) instead of `sent`."""
+    decision.answered_at = delivery.answered_at
     if delivery.error is None:
         if delivery.facts:
             decision.data = {**(decision.data or {}), "delivery": dict(delivery.facts)}
@@ -44,10 +46,13 @@ def apply_delivery(decision: Decision, delivery: Delivery) -> None:
 
 
 def record(
-    rows: list[Outbox], decisions: Mapping[int, Decision], holder: str, now: dt.datetime
+    rows: list[Outbox], decisions: Mapping[int, Decision], holder: str, clock: Clock
 ) -> Counter[Status]:
     """Write the decisions of a batch's `rows` claimed by `holder`. Returns how many rows
-    went to each status (a retry at the cap counts as failed)."""
+    went to each status (a retry at the cap counts as failed). `sent_at` and a retry's
+    backoff count from when each answer came (`Decision.answered_at`); the rest is stamped
+    now."""
+    now = clock()
     by_row = {row.pk: row for row in rows}
     outcomes = {
         row_id: _outcome(by_row[row_id], decision, now) for row_id, decision in decisions.items()
@@ -62,6 +67,8 @@ def record(
                 holder,
             )
         sent = {row_id: decisions[row_id] for row_id in won if outcomes[row_id].to == Status.SENT}
+        # The baseline moves when the delivery is recorded (one write for the batch); the
+        # row's own `sent_at` is when the channel answered.
         services.advance_baselines(
             {by_row[row_id].watch_id: decision.value for row_id, decision in sent.items()}, now
         )
@@ -74,6 +81,7 @@ def record(
 
 
 def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
+    now = decision.answered_at or now
     values: dict = {"claimed_by": ""}
     to, increment = decision.to, ()
     if to == Status.RETRY and used_every_retry(row.retry_count):

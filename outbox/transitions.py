@@ -159,6 +159,27 @@ def transition_one(row_id: int, outcome: Outcome, **kwargs: Any) -> bool:
     return False
 
 
+def renew_lease(fence: Fence, now: dt.datetime, *, starting: Iterable[int] = ()) -> set[int]:
+    """The heartbeat of a claim: rows still `sending` under `fence` get `claimed_at = now`
+    (their lease starts again), and those in `starting` also `attempt_started_at = now` (the
+    intent, written before their delivery starts). No status moves and no event is written.
+    Returns the ids still held — a row missing was taken over and must not be delivered."""
+    ids = sorted(fence.attempts or {})
+    starting = set(starting)
+    held: set[int] = set()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        columns: dict[str, dict[int, Any]] = {"claimed_at": dict.fromkeys(chunk, now)}
+        intent = {row_id: now for row_id in chunk if row_id in starting}
+        if intent:
+            columns["attempt_started_at"] = intent
+        won = _update_returning(
+            chunk, columns, (), frozenset({Status.SENDING}), fence, record_previous=False
+        )
+        held.update(row_id for row_id, _ in won)
+    return held
+
+
 def _columns(
     ids: list[int], outcomes: Mapping[int, Outcome], to: Status, reason: str, now: dt.datetime
 ) -> dict[str, dict[int, Any]]:
@@ -186,6 +207,8 @@ def _update_returning(
     increment: Iterable[str],
     expect: frozenset[Status],
     fence: Fence | None,
+    *,
+    record_previous: bool = True,
 ) -> list[tuple[int, str]]:
     assignments: list[str] = []
     params: list[Any] = []
@@ -228,7 +251,8 @@ def _update_returning(
                 params.extend([row_id, fence.attempts[row_id]])
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
-    assignments.insert(0, "previous_status = status")
+    if record_previous:
+        assignments.insert(0, "previous_status = status")
     # Only quoted identifiers and placeholders are formatted in; every value is a parameter.
     sql = (
         f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)} "  # noqa: S608

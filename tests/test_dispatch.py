@@ -266,19 +266,21 @@ def test_already_notified_when_a_later_delivery_moved_the_baseline(recording_cha
     assert _reload(row).reason == Reason.ALREADY_NOTIFIED
 
 
-def test_only_the_newest_row_of_a_watch_goes_out_in_one_cycle(recording_channel):
+def test_only_the_newest_row_of_a_watch_goes_out_the_older_is_superseded(recording_channel):
     watch = _watch(target=950)
     older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
     newer = enqueue_for(watch, detected_at=NOW)
 
-    run_cycle()
+    result = run_cycle()
 
     assert _reload(newer).status == Status.SENT
     assert (_reload(older).status, _reload(older).reason) == (
         Status.DROPPED,
-        Reason.ALREADY_NOTIFIED,
+        Reason.SUPERSEDED,
     )
+    assert _reload(older).events.last().data == {"superseded_by": newer.pk}
     assert len(recording_channel.delivered) == 1
+    assert result.by_status[Status.DROPPED] == 1
 
 
 # --- delivery outcomes --------------------------------------------------------------------
@@ -429,11 +431,11 @@ def test_expired_lease_is_recovered_to_retry(recording_channel, settings, frozen
 
 def test_dead_dispatcher_cannot_record_over_the_one_that_took_over(frozen):
     row = enqueue_for(_watch())
-    assert claim_due("old-holder", 10, timezone.now()) == [row.pk]
+    assert claim_due("old-holder", 10, timezone.now()).ids == [row.pk]
     frozen.shift(dt.timedelta(hours=1))
     assert recover_expired_leases(timezone.now()) == 1
     frozen.shift(dt.timedelta(minutes=1))
-    assert claim_due("new-holder", 10, timezone.now()) == [row.pk]
+    assert claim_due("new-holder", 10, timezone.now()).ids == [row.pk]
 
     # The old dispatcher wakes up and tries to record its outcome: the fence refuses it.
     assert (

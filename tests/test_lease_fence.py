@@ -50,11 +50,11 @@ def test_each_claim_gives_the_row_a_new_attempt_number():
 def test_the_same_holder_reclaiming_later_fences_out_its_own_earlier_claim():
     with time_machine.travel(NOW, tick=False) as clock:
         row = _row()
-        assert claim_due("host:42:same", 10, timezone.now()) == [row.pk]
+        assert claim_due("host:42:same", 10, timezone.now()).ids == [row.pk]
         clock.shift(dt.timedelta(hours=1))
         assert recover_expired_leases(timezone.now()) == 1
         clock.shift(dt.timedelta(hours=1))
-        assert claim_due("host:42:same", 10, timezone.now()) == [row.pk]
+        assert claim_due("host:42:same", 10, timezone.now()).ids == [row.pk]
 
         # The first claim (attempt 1) wakes up: same holder token, but not its attempt.
         late = transition(

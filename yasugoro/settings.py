@@ -131,7 +131,11 @@ X_FRAME_OPTIONS = "DENY"
 
 # --- Outbox -------------------------------------------------------------------------------
 OUTBOX_MAX_RETRY = env_int("OUTBOX_MAX_RETRY", 8, minimum=0)
+# At least OUTBOX_CYCLE_SECONDS + the Web Push timeouts + 5 s (checked at start-up,
+# outbox.lease.check_settings); the dispatcher renews it while it works.
 OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300, minimum=10)
+# A re-fetched value older than this is fetched again before a send.
+OUTBOX_REFETCH_MAX_AGE = env_int("OUTBOX_REFETCH_MAX_AGE", 30, minimum=1)
 OUTBOX_BATCH_SIZE = env_int("OUTBOX_BATCH_SIZE", 500, minimum=1)
 # A cycle stops claiming new batches after this long, so cycles never pile up on each other.
 OUTBOX_CYCLE_SECONDS = env_int("OUTBOX_CYCLE_SECONDS", 50, minimum=1)
