@@ -19,8 +19,15 @@ from django.utils.translation import gettext_lazy as _
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from watches.models import Device, effective_price
 
-# Kinds of entry, as the page shows them (also their CSS class).
+# Kinds of entry, as the page shows them (also their CSS class). MAYBE_SENT: a row that did
+# not end `sent`, but whose message may have left before its dispatcher was lost.
 SENT, WITHHELD, ON_THE_WAY, FAILED = "sent", "withheld", "on_the_way", "failed"
+MAYBE_SENT = "maybe_sent"
+
+MAYBE_SENT_BECAUSE = _(
+    "This may already have reached you: our sending was interrupted just after the message "
+    "left, so we could not confirm it, and we did not send it again."
+)
 
 # Dropped: we learned we should not send, so we did not.
 WITHHELD_BECAUSE: dict[str, Promise] = {
@@ -36,6 +43,7 @@ WITHHELD_BECAUSE: dict[str, Promise] = {
     Reason.ITEM_NOT_FOUND: _("The shop no longer lists this item."),
     Reason.CONDITION_LOST: _("The price went back up before we could tell you."),
     Reason.ALREADY_NOTIFIED: _("We had already told you about this price."),
+    Reason.SUPERSEDED: _("A newer notification about this item went out instead."),
     Reason.MANUAL: _("Our staff held it back."),
 }
 
@@ -128,6 +136,9 @@ def entries(rows: list[Outbox]) -> list[Entry]:
 
 def entry(row: Outbox, checked_price: int | None = None) -> Entry:
     status = row.status
+    if status in (Status.DROPPED, Status.FAILED) and row.maybe_delivered:
+        # Never "withheld" when the phone may have shown it.
+        return Entry(row, MAYBE_SENT, str(MAYBE_SENT_BECAUSE), None, "", row.updated_at)
     if status == Status.SENT:
         message = row.sent_message if isinstance(row.sent_message, dict) else {}
         return Entry(

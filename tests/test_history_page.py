@@ -27,6 +27,7 @@ DROPPED_REASONS = [
     Reason.OUT_OF_STOCK,
     Reason.ITEM_NOT_FOUND,
     Reason.CONDITION_LOST,
+    Reason.SUPERSEDED,
     Reason.ALREADY_NOTIFIED,
     Reason.MANUAL,
 ]
@@ -97,6 +98,20 @@ def test_a_failed_notification_says_why_in_words(client, reason):
     body = client.get("/notifications/").content.decode()
     assert "Could not be sent" in body
     assert str(explain.FAILED_BECAUSE[reason]).replace("'", "&#x27;") in body
+
+
+@pytest.mark.parametrize("status", [Status.DROPPED, Status.FAILED])
+def test_a_row_that_may_have_been_delivered_says_so_instead_of_withheld(client, status):
+    device, _ = device_with_cookie(client)
+    maybe = row(WatchFactory(device=device), status, Reason.CONDITION_LOST)
+    Outbox.objects.filter(pk=maybe.pk).update(maybe_delivered=True)
+    body = client.get("/notifications/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "May have been sent" in body
+    assert "This may already have reached you" in body
+    assert "Not sent" not in body and "Could not be sent" not in body
+    assert "The price went back up" not in body
+    body_ja = client.get("/notifications/", HTTP_ACCEPT_LANGUAGE="ja").content.decode()
+    assert "届いているかもしれません" in body_ja
 
 
 def test_plain_words_for_the_examples_of_the_issue(client):

@@ -1,5 +1,5 @@
 """The outbox changelist's own filters: where a row stands in the queue, when its status
-changed, and which listing it is about."""
+changed, whether it may have been delivered unrecorded, and which listing it is about."""
 
 from __future__ import annotations
 
@@ -56,6 +56,23 @@ class QueueFilter(admin.SimpleListFilter):
                 return queryset.filter(status__in=DUE_STATUSES, next_attempt_at__gt=now)
             case "stuck":
                 return queryset.filter(stuck_in_sending(now))
+        return queryset
+
+
+class MaybeDeliveredFilter(admin.SimpleListFilter):
+    """Rows whose lease expired after their delivery had started: the person may have the
+    message although the row did not end `sent` (or was sent twice). Read from the
+    `outbox_maybe_delivered` partial index."""
+
+    title = _("may have been delivered")
+    parameter_name = "maybe_delivered"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _("Lease expired mid-delivery"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(maybe_delivered=True)
         return queryset
 
 

@@ -53,6 +53,8 @@ class RowDetailMixin:
                     ("retry_count", "attempts"),
                     ("claimed_at", "claimed_by"),
                     "sent_at",
+                    "attempt_started_at",
+                    "maybe_delivered",
                 )
             },
         ),
@@ -77,6 +79,8 @@ class RowDetailMixin:
         "claimed_at",
         "claimed_by",
         "sent_at",
+        "attempt_started_at",
+        "maybe_delivered",
         "attempts_side_by_side",
         "sent_message_pretty",
     )
