@@ -63,16 +63,11 @@ def deliver_all(
     """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
     At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
     (cheaper than a future per message, and a slow answer holds up only its own thread).
-    The threads never touch the database; meanwhile this thread keeps `lease` alive, and a
-    delivery starts only while `lease` allows it."""
+    The threads never touch the database; a delivery starts only while `lease` (renewed by
+    its own heartbeat) allows it."""
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
-        results = []
-        for row, message in items:
-            if lease is not None:
-                lease.beat_if_due()
-            results.append((row, _gated(row, message, clock, lease)))
-        return results
+        return [(row, _gated(row, message, clock, lease)) for row, message in items]
     results: list[Delivery] = [_UNFINISHED] * len(items)
     queue = iter(enumerate(items))
     lock = threading.Lock()
@@ -93,10 +88,7 @@ def deliver_all(
     for thread in threads:
         thread.start()
     for thread in threads:
-        while thread.is_alive():
-            thread.join(lease.interval if lease is not None else None)
-            if lease is not None:
-                lease.beat_if_due()
+        thread.join()
     return list(zip((row for row, _ in items), results, strict=True))
 
 

@@ -139,7 +139,12 @@ def run_cycle(
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
-    lease = Lease(cycle.holder, {row.pk: row.attempts for row in rows}, cycle.clock)
+    with Lease(cycle.holder, {row.pk: row.attempts for row in rows}, cycle.clock) as lease:
+        decisions = _decide_and_deliver(cycle, rows, lease)
+    return record(rows, decisions, cycle.holder, cycle.clock)
+
+
+def _decide_and_deliver(cycle: _Cycle, rows: list[Outbox], lease: Lease) -> dict[int, Decision]:
     decisions: dict[int, Decision] = {}
     live: list[Outbox] = []
     for row in rows:
@@ -155,17 +160,16 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
         (row, decisions[row.pk].message) for row in live if decisions[row.pk].message is not None
     ]
     if to_send:
-        # The heartbeat before the first delivery also records the intent of each.
-        held = lease.beat(starting=[row.pk for row, _ in to_send])
+        # A beat right before the first delivery also records the intent of each.
+        lease.beat(starting=[row.pk for row, _ in to_send])
         starting = cycle.clock()
         for row, _ in to_send:
-            if row.pk in held:
-                fetched_at = fresh[row.watch.listing_id][0]
-                age = round((starting - fetched_at).total_seconds(), 3)
-                decisions[row.pk].data["fresh_age_seconds"] = age
+            fetched_at = fresh[row.watch.listing_id][0]
+            age = round((starting - fetched_at).total_seconds(), 3)
+            decisions[row.pk].data["fresh_age_seconds"] = age
         for row, delivery in deliver_all(to_send, cycle.clock, lease):
             apply_delivery(decisions[row.pk], delivery)
-    return record(rows, decisions, cycle.holder, cycle.clock)
+    return decisions
 
 
 def _refetch(
