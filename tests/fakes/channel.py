@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from outbox.channels.base import DeliveryError, Message
 
@@ -17,14 +18,20 @@ class RecordingChannel:
     delivered: list[tuple[int, Message]] = []
     # Errors to raise, in order, before delivering normally again.
     failures: deque[DeliveryError] = deque()
+    # Called during each delivery (a slow push service: the test moves the clock on).
+    during: Callable[[], None] | None = None
 
     @classmethod
     def reset(cls) -> None:
         with cls.lock:
             cls.delivered = []
             cls.failures = deque()
+            cls.during = None
 
     def deliver(self, row, message: Message) -> dict | None:
+        during = vars(type(self))["during"]  # a plain function, not a method
+        if during is not None:
+            during()
         with self.lock:
             if self.failures:
                 raise self.failures.popleft()

@@ -99,6 +99,7 @@ class Received:
     vapid_error: str | None
     answered: int  # the status sent back; 0 when no HTTP answer was (a fault)
     fault: str = ""
+    answered_at: float = 0.0  # time.time() when the answer went back
 
     @property
     def accepted(self) -> bool:
@@ -264,6 +265,7 @@ class FakePushService:
         if answer.delay:
             time.sleep(answer.delay)
         payload = answer.body.encode()
+        record.answered_at = time.time()
         try:
             request.send_response(answer.status)
             for name, value in answer.headers.items():

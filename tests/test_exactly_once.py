@@ -1,0 +1,288 @@
+"""Exactly once under real timing (issue 11), in one process: every time the dispatcher
+writes is the time of what it records; a re-fetch is at most OUTBOX_REFETCH_MAX_AGE old when
+it is sent from; the lease is renewed while a batch is worked on, refused at start-up when
+the heartbeat could not keep ahead of a delivery, and gates a delivery it could not cover;
+one notification per watch and channel in flight, enforced by the database; a delivery that
+may have happened unrecorded says so. The same with several processes is in
+tests/reliability/test_live_timing.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+import time_machine
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from demo.models import DemoProduct
+from outbox import claims
+from outbox.claims import claim_due, recover_expired_leases
+from outbox.dispatch import run_cycle
+from outbox.lease import Lease, check_settings
+from outbox.models import Outbox, OutboxEvent, Reason, Status
+from outbox.transitions import Fence, renew_lease
+from tests.factories import ListingFactory, WatchFactory
+from tests.outbox_helpers import enqueue_for
+from tests.reliability.world import demo_listings, due_rows, subscribed_devices
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def frozen():
+    with time_machine.travel(NOW, tick=False) as traveller:
+        yield traveller
+
+
+def _reload(row_id: int) -> Outbox:
+    return Outbox.objects.get(pk=row_id)
+
+
+# --- (3) every time is the time of the thing it records -------------------------------------
+
+
+def test_times_are_those_of_the_claim_the_answer_and_the_receipt(
+    push_service, frozen, settings
+):
+    """Two rows, one per batch: the first delivery takes 40 s (the push service is slow), so
+    the second batch is claimed 40 s into the cycle and its 429 is answered later still."""
+    settings.OUTBOX_BATCH_SIZE = 1
+    devices = subscribed_devices(push_service, 2)
+    first, second = due_rows(devices, demo_listings(2), 2)
+    push_service.answer(201, before=lambda: frozen.shift(dt.timedelta(seconds=40)))
+    push_service.answer(
+        429, "slow down", {"Retry-After": "60"}, before=lambda: frozen.shift(5)
+    )
+
+    run_cycle()
+
+    sent, retried = _reload(first), _reload(second)
+    assert sent.status == Status.SENT
+    received = {r.answered: r for r in push_service.received}
+    receipt = dt.datetime.fromtimestamp(received[201].answered_at, dt.UTC)
+    assert abs((sent.sent_at - receipt).total_seconds()) <= 1, "sent_at is the answer's time"
+    assert retried.status == Status.RETRY
+    claimed = NOW + dt.timedelta(seconds=40)
+    assert abs((retried.claimed_at - claimed).total_seconds()) <= 1, "claimed_at is the claim's"
+    answered = dt.datetime.fromtimestamp(received[429].answered_at, dt.UTC)
+    assert retried.next_attempt_at >= answered + dt.timedelta(seconds=60)
+
+
+def test_a_pinned_now_still_works_for_what_is_due_when(recording_channel, frozen):
+    row = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    later = NOW + dt.timedelta(minutes=5)
+
+    run_cycle(now=later)
+
+    assert _reload(row.pk).sent_at == later
+
+
+# --- (4) a re-fetch is at most OUTBOX_REFETCH_MAX_AGE old -----------------------------------
+
+
+def test_a_value_older_than_the_bound_is_fetched_again_before_a_send(
+    recording_channel, frozen, settings
+):
+    """Two rows on one listing, one per batch; the first delivery takes 31 s and the price
+    moves meanwhile: the second row is sent from a new re-fetch, not the 31 s old one."""
+    settings.OUTBOX_BATCH_SIZE = 1
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    listing = ListingFactory(price=900)
+    first = enqueue_for(WatchFactory(listing=listing, target_price=950))
+    second = enqueue_for(WatchFactory(listing=listing, target_price=950))
+
+    def slow_and_the_price_moves():
+        frozen.shift(dt.timedelta(seconds=31))
+        DemoProduct.objects.filter(item_code=listing.item_code).update(price=870)
+
+    recording_channel.during = slow_and_the_price_moves
+    run_cycle()
+
+    told = {row_id: message.price for row_id, message in recording_channel.delivered}
+    assert told == {first.pk: 900, second.pk: 870}
+    ages = [
+        e.data["fresh_age_seconds"]
+        for e in OutboxEvent.objects.filter(outbox_id__in=[first.pk, second.pk], reason="delivered")
+    ]
+    assert ages == [0, 0]
+
+
+def test_a_value_within_the_bound_is_fetched_once_per_cycle(recording_channel, frozen, settings):
+    settings.OUTBOX_BATCH_SIZE = 1
+    listing = ListingFactory(price=900)
+    rows = [enqueue_for(WatchFactory(listing=listing, target_price=950)) for _ in range(2)]
+    recording_channel.during = lambda: frozen.shift(dt.timedelta(seconds=10))
+
+    run_cycle()
+
+    ages = sorted(
+        e.data["fresh_age_seconds"]
+        for e in OutboxEvent.objects.filter(outbox_id__in=[r.pk for r in rows], reason="delivered")
+    )
+    assert ages == [0, 10], "the second batch reused the first batch's answer, 10 s old"
+
+
+# --- the lease ------------------------------------------------------------------------------
+
+
+def test_a_lease_shorter_than_the_heartbeat_needs_stops_start_up(settings):
+    settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT = 5, 10
+    settings.OUTBOX_LEASE_SECONDS = 34
+    with pytest.raises(ImproperlyConfigured) as refused:
+        check_settings()
+    assert "2 × (WEBPUSH_CONNECT_TIMEOUT 5 + WEBPUSH_READ_TIMEOUT 10) + margin 5 = 35" in str(
+        refused.value
+    )
+    settings.OUTBOX_LEASE_SECONDS = 35
+    check_settings()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_moves_claimed_at_forward_while_a_batch_is_worked_on(
+    recording_channel, settings
+):
+    settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT = 0.5, 0.5
+    settings.OUTBOX_LEASE_SECONDS = 7  # beats every (7 - 1 - 5) / 2 = 0.5 s
+    row = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    seen: list[dt.datetime] = []
+
+    def slow():
+        for _ in range(3):
+            time.sleep(0.6)
+            seen.append(Outbox.objects.values_list("claimed_at", flat=True).get(pk=row.pk))
+
+    recording_channel.during = slow
+    run_cycle()
+
+    assert _reload(row.pk).status == Status.SENT
+    assert seen == sorted(seen) and len(set(seen)) == 3, "each look found a later claimed_at"
+
+
+def test_the_heartbeat_is_fenced_and_says_which_rows_are_still_held(frozen):
+    rows = [
+        enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+        for _ in range(2)
+    ]
+    claim = claim_due("mine", 10, timezone.now())
+    attempts = dict(Outbox.objects.filter(pk__in=claim.ids).values_list("id", "attempts"))
+    # The second row was taken over: another holder now.
+    Outbox.objects.filter(pk=rows[1].pk).update(claimed_by="theirs")
+    later = NOW + dt.timedelta(seconds=30)
+
+    held = renew_lease(Fence("mine", attempts), later, starting=[rows[0].pk, rows[1].pk])
+
+    assert held == {rows[0].pk}
+    mine, theirs = _reload(rows[0].pk), _reload(rows[1].pk)
+    assert (mine.claimed_at, mine.attempt_started_at) == (later, later)
+    assert (theirs.claimed_at, theirs.attempt_started_at) == (NOW, None)
+
+
+def test_the_send_gate_refuses_a_row_no_longer_held_or_without_a_delivery_of_lease_left(
+    settings,
+):
+    settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT = 5, 10
+    settings.OUTBOX_LEASE_SECONDS = 300
+    lease = Lease("mine", {1: 1, 2: 1}, timezone.now)
+    assert lease.may_start(1)
+    assert not lease.may_start(3), "never claimed by this batch"
+    lease.held = frozenset({2})
+    assert not lease.may_start(1), "taken over"
+    settings.OUTBOX_LEASE_SECONDS = 19  # less than a delivery (15 s) + the margin (5 s) left
+    assert not Lease("mine", {1: 1}, timezone.now).may_start(1)
+
+
+# --- (5) a delivery that may have happened unrecorded ---------------------------------------
+
+
+def test_an_expired_lease_after_the_delivery_started_marks_may_have_been_delivered(frozen):
+    started = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    idle = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    claim = claim_due("dead", 10, timezone.now())
+    attempts = dict(Outbox.objects.filter(pk__in=claim.ids).values_list("id", "attempts"))
+    renew_lease(Fence("dead", attempts), timezone.now(), starting=[started.pk])
+
+    frozen.shift(dt.timedelta(seconds=301))
+    assert recover_expired_leases(timezone.now()) == 2
+
+    maybe, plain = _reload(started.pk), _reload(idle.pk)
+    assert (maybe.status, maybe.maybe_delivered) == (Status.RETRY, True)
+    assert (plain.status, plain.maybe_delivered) == (Status.RETRY, False)
+    event = maybe.events.get(reason=Reason.LEASE_EXPIRED)
+    assert event.data["may_have_been_delivered"] is True
+    assert "may have been delivered" in event.detail
+    assert "may_have_been_delivered" not in plain.events.get(reason=Reason.LEASE_EXPIRED).data
+    # The next claim starts a new attempt: its intent is not yet written.
+    frozen.shift(dt.timedelta(minutes=31))
+    claim_due("next", 10, timezone.now())
+    assert _reload(started.pk).attempt_started_at is None
+    assert _reload(started.pk).maybe_delivered is True, "the mark stays"
+
+
+def test_admin_lists_rows_that_may_have_been_delivered(admin_client):
+    rows = [
+        enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+        for _ in range(2)
+    ]
+    Outbox.objects.filter(pk=rows[0].pk).update(maybe_delivered=True)
+
+    response = admin_client.get("/admin/outbox/outbox/", {"maybe_delivered": "yes"})
+
+    assert response.status_code == 200
+    listed = [row.pk for row in response.context["cl"].result_list]
+    assert listed == [rows[0].pk]
+
+
+# --- one in flight per watch and channel ----------------------------------------------------
+
+
+def test_the_database_refuses_a_second_row_in_flight_for_a_watch_and_channel(frozen):
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    newer = enqueue_for(watch, detected_at=NOW)
+    Outbox.objects.filter(pk=older.pk).update(status=Status.SENDING)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Outbox.objects.filter(pk=newer.pk).update(status=Status.SENDING)
+
+
+def test_a_claim_takes_the_newest_of_a_backlog_and_supersedes_the_rest(frozen):
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    backlog = [enqueue_for(watch, detected_at=NOW - dt.timedelta(days=d)) for d in range(5)]
+    other = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+
+    claim = claim_due("h", 10, timezone.now())
+
+    assert sorted(claim.ids) == sorted([backlog[0].pk, other.pk])
+    assert claim.superseded == 4
+    for row in backlog[1:]:
+        assert (_reload(row.pk).status, _reload(row.pk).reason) == (
+            Status.DROPPED,
+            Reason.SUPERSEDED,
+        )
+
+
+def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_one(
+    frozen, monkeypatch
+):
+    """The race PostgreSQL allows (both select before either commits), played on one
+    connection: the claim's select is handed a row whose watch is already in flight."""
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    flying = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1))
+    Outbox.objects.filter(pk=flying.pk).update(status=Status.SENDING, claimed_by="theirs")
+    free = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    stale = [(r.pk, r.watch_id, r.channel, r.detected_at) for r in (older, free)]
+    monkeypatch.setattr(claims, "select_due", lambda now, limit: stale)
+
+    claim = claim_due("mine", 10, timezone.now())
+
+    assert claim.ids == [free.pk]
+    assert _reload(flying.pk).claimed_by == "theirs"
+    assert (_reload(older.pk).status, _reload(older.pk).reason) == (
+        Status.DROPPED,
+        Reason.SUPERSEDED,
+    ), "older than the one in flight"
