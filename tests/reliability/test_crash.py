@@ -30,6 +30,8 @@ from tests.reliability.world import (
 )
 
 LEASE_SECONDS = 10
+# The lease's floor is 2 × (connect + read) + 5 s: timeouts that let a 10 s lease start.
+TIMEOUTS = {"WEBPUSH_CONNECT_TIMEOUT": 1, "WEBPUSH_READ_TIMEOUT": 1.5}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -38,10 +40,12 @@ def test_sigkilled_dispatchers_leave_nothing_stuck_and_duplicate_only_what_they_
 ):
     runs, per_run = (20, 100) if full else (3, 100)
     settings.OUTBOX_LEASE_SECONDS = LEASE_SECONDS
+    for name, value in TIMEOUTS.items():
+        setattr(settings, name, value)
     push_service.delay = 0.01  # a delivery takes a moment: kills land mid-send too
     devices = subscribed_devices(push_service, 10)
     listings = demo_listings(5)
-    env = child_env(OUTBOX_LEASE_SECONDS=LEASE_SECONDS, OUTBOX_BATCH_SIZE=20)
+    env = child_env(OUTBOX_LEASE_SECONDS=LEASE_SECONDS, OUTBOX_BATCH_SIZE=20, **TIMEOUTS)
     rng = random.Random(int(os.environ.get("RELIABILITY_SEED", "6")))
     totals: Counter[str] = Counter()
 
@@ -106,6 +110,10 @@ def _check_run(push_service, rows: list[int], *, killed_pid: int) -> dict[str, i
         first_claim = next(actor for to, reason, actor in story if reason == Reason.CLAIMED)
         assert first_claim.split(":")[1] == str(killed_pid), story
         assert (Status.RETRY, Reason.LEASE_EXPIRED) in [(to, reason) for to, reason, _ in story]
+        # Its delivery had started: the takeover said so, and the row keeps the mark.
+        expired = OutboxEvent.objects.get(outbox_id=row_id, reason=Reason.LEASE_EXPIRED)
+        assert expired.data.get("may_have_been_delivered") is True, expired.data
+        assert Outbox.objects.get(pk=row_id).maybe_delivered
         sent_by = [actor for to, _, actor in story if to == Status.SENT]
         assert len(sent_by) == 1 and sent_by[0].split(":")[1] != str(killed_pid), story
     return {
