@@ -46,18 +46,14 @@ def _reload(row_id: int) -> Outbox:
 # --- (3) every time is the time of the thing it records -------------------------------------
 
 
-def test_times_are_those_of_the_claim_the_answer_and_the_receipt(
-    push_service, frozen, settings
-):
+def test_times_are_those_of_the_claim_the_answer_and_the_receipt(push_service, frozen, settings):
     """Two rows, one per batch: the first delivery takes 40 s (the push service is slow), so
     the second batch is claimed 40 s into the cycle and its 429 is answered later still."""
     settings.OUTBOX_BATCH_SIZE = 1
     devices = subscribed_devices(push_service, 2)
     first, second = due_rows(devices, demo_listings(2), 2)
     push_service.answer(201, before=lambda: frozen.shift(dt.timedelta(seconds=40)))
-    push_service.answer(
-        429, "slow down", {"Retry-After": "60"}, before=lambda: frozen.shift(5)
-    )
+    push_service.answer(429, "slow down", {"Retry-After": "60"}, before=lambda: frozen.shift(5))
 
     run_cycle()
 

@@ -157,8 +157,7 @@ def test_four_dispatchers_over_a_backlog_send_one_notification_per_watch(
     rows = Outbox.objects.filter(watch__in=watches)
     outcomes = Counter(rows.values_list("status", "reason"))
     newest_sent = all(
-        rows.filter(watch=w).order_by("-detected_at").first().status == Status.SENT
-        for w in watches
+        rows.filter(watch=w).order_by("-detected_at").first().status == Status.SENT for w in watches
     )
     figures(
         "backlog",
