@@ -4,6 +4,8 @@ SQLite and on PostgreSQL, whichever the suite runs on."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.apps import apps as installed_apps
 from django.db import connections
@@ -101,3 +103,41 @@ def test_the_demo_move_migrates_back_with_no_row_lost_and_forward_again(made_at_
 def test_the_fixture_database_is_not_the_test_database(made_at_main):
     connection, _ = made_at_main
     assert connection.settings_dict["NAME"] != connections["default"].settings_dict["NAME"]
+
+
+def test_two_rows_of_one_watch_in_flight_before_the_index_leave_one(made_at_main):
+    """Before outbox 0003, two dispatchers could hold rows of one watch and channel; the
+    migration keeps the latest claim in flight and sends the other back to `retry`, with its
+    event, so the one-in-flight index can be created."""
+    connection, _ = made_at_main
+    then = migrate(connection, MAIN_LEAVES)
+    outbox = then.get_model("outbox", "Outbox")._default_manager.using(connection.alias)
+    sent = outbox.get(status="sent")
+    flying = []
+    for n, claimed in enumerate(
+        [dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 2, tzinfo=dt.UTC)]
+    ):
+        flying.append(
+            outbox.create(
+                watch_id=sent.watch_id,
+                device_id=sent.device_id,
+                channel=sent.channel,
+                trigger=sent.trigger,
+                status="sending",
+                detected_at=claimed - dt.timedelta(days=10),
+                detected_payload={},
+                attempts=1,
+                next_attempt_at=claimed,
+                claimed_at=claimed,
+                claimed_by=f"holder-{n}",
+            ).pk
+        )
+
+    now = migrate(connection)
+
+    rows = now.get_model("outbox", "Outbox")._default_manager.using(connection.alias)
+    earlier, latest = (rows.get(pk=pk) for pk in flying)
+    assert (latest.status, latest.claimed_by) == ("sending", "holder-1")
+    assert (earlier.status, earlier.reason, earlier.claimed_by) == ("retry", "lease_expired", "")
+    event = now.get_model("outbox", "OutboxEvent")._default_manager.using(connection.alias)
+    assert event.filter(outbox_id=earlier.pk, to_status="retry", actor="migration").count() == 1

@@ -9,26 +9,27 @@ def release_extra_in_flight(apps, schema_editor):
     """Before the one-in-flight index exists, two dispatchers may hold rows of the same watch
     and channel. Keep the latest claim; the others go back to `retry`, due now (as a lease
     recovery would move them), each with its event. Idempotent: none is left afterwards."""
-    outbox = apps.get_model("outbox", "Outbox")
-    event = apps.get_model("outbox", "OutboxEvent")
+    db = schema_editor.connection.alias
+    outbox = apps.get_model("outbox", "Outbox")._default_manager.db_manager(db)
+    event = apps.get_model("outbox", "OutboxEvent")._default_manager.db_manager(db)
     now = timezone.now()
     crowded = (
-        outbox.objects.filter(status="sending")
+        outbox.filter(status="sending")
         .values("watch_id", "channel")
         .annotate(n=Count("id"))
         .filter(n__gt=1)
     )
     for key in crowded:
-        rows = outbox.objects.filter(
+        rows = outbox.filter(
             status="sending", watch_id=key["watch_id"], channel=key["channel"]
         ).order_by("-claimed_at", "-id")
         for row in list(rows)[1:]:
             detail = "released before the one-in-flight index was created"
-            outbox.objects.filter(pk=row.pk, status="sending").update(
+            outbox.filter(pk=row.pk, status="sending").update(
                 status="retry", previous_status="sending", reason="lease_expired",
                 detail=detail, claimed_by="", next_attempt_at=now, updated_at=now,
             )
-            event.objects.create(
+            event.create(
                 outbox_id=row.pk, from_status="sending", to_status="retry",
                 reason="lease_expired", detail=detail, actor="migration", at=now,
             )
