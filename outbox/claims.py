@@ -67,11 +67,13 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
         claim = Claim(selected=len(selected))
         if not selected:
             return claim
-        rows = {row[0]: row for row in selected}
-        wanted = {(row[1], row[2]) for row in selected}
-        for row in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
-            if (row[1], row[2]) in wanted:
-                rows[row[0]] = row
+        rows: dict[int, DueRow] = {row[0]: row[:4] for row in selected}
+        # Only watches with a backlog need their other due rows (usually none has one).
+        wanted = {(row[1], row[2]) for row in selected if row[4]}
+        if wanted:
+            for row in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+                if (row[1], row[2]) in wanted:
+                    rows[row[0]] = row
         backlog: dict[tuple[int, str], list[DueRow]] = defaultdict(list)
         for row in rows.values():
             backlog[(row[1], row[2])].append(row)

@@ -13,6 +13,7 @@ parameters client-side, so its planner sees the literals and picks the partial i
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 from django.db import connection
 from django.db.models import Exists, OuterRef
@@ -23,6 +24,8 @@ _TABLE = Outbox._meta.db_table
 
 # (id, watch id, channel, detected_at) of a due row
 DueRow = tuple[int, int, str, dt.datetime]
+# …and whether its watch and channel have other due rows (a backlog to supersede)
+Candidate = tuple[int, int, str, dt.datetime, bool]
 
 
 def _sqlite(sql: str, params: list) -> list[tuple]:
@@ -36,51 +39,81 @@ def _literal_statuses(statuses) -> str:
     return ", ".join(f"'{Status(s).value}'" for s in statuses)
 
 
-def select_due(now: dt.datetime, limit: int) -> list[DueRow]:
+def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     """Up to `limit` due rows, oldest first, leaving out every watch and channel that has a
-    row in flight (`sending`: the one-in-flight index would refuse its claim). Call inside
-    the claim's transaction: on PostgreSQL the rows stay locked (others skip them) until it
-    ends."""
+    row in flight (`sending`: the one-in-flight index would refuse its claim), each with
+    whether its watch and channel have other due rows. Call inside the claim's transaction:
+    on PostgreSQL the rows stay locked (others skip them) until it ends."""
     if connection.vendor == "sqlite":
+        moment = connection.ops.adapt_datetimefield_value(now)
         rows = _sqlite(
-            f"SELECT id, watch_id, channel, detected_at FROM {_TABLE} AS due "  # noqa: S608
-            "INDEXED BY outbox_due "
+            "SELECT id, watch_id, channel, detected_at, "  # noqa: S608
+            f"EXISTS (SELECT 1 FROM {_TABLE} AS other INDEXED BY {_watch_index()} "
+            "WHERE other.watch_id = due.watch_id AND other.channel = due.channel "
+            f"AND other.id != due.id AND other.status IN ({_literal_statuses(DUE_STATUSES)}) "
+            "AND other.next_attempt_at <= %s) "
+            f"FROM {_TABLE} AS due INDEXED BY outbox_due "
             f"WHERE status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s "
             f"AND NOT EXISTS (SELECT 1 FROM {_TABLE} AS flying "
             "WHERE flying.watch_id = due.watch_id AND flying.channel = due.channel "
             f"AND flying.status = {_literal_statuses([Status.SENDING])}) "
             "ORDER BY next_attempt_at, id LIMIT %s",
-            [connection.ops.adapt_datetimefield_value(now), limit],
+            [moment, moment, limit],
         )
-        return [_due_row(row) for row in rows]
-    in_flight = Outbox.objects.filter(
-        watch_id=OuterRef("watch_id"), channel=OuterRef("channel"), status=Status.SENDING
-    )
+        return [(*_due_row(row[:4]), bool(row[4])) for row in rows]
+    key = {"watch_id": OuterRef("watch_id"), "channel": OuterRef("channel")}
+    in_flight = Outbox.objects.filter(**key, status=Status.SENDING)
+    siblings = Outbox.objects.filter(
+        **key, status__in=DUE_STATUSES, next_attempt_at__lte=now
+    ).exclude(id=OuterRef("id"))
     due = (
         Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
         .exclude(Exists(in_flight))
+        .annotate(backlog=Exists(siblings))
         .order_by("next_attempt_at", "id")
         .select_for_update(skip_locked=True)
     )
-    return list(due.values_list("id", "watch_id", "channel", "detected_at")[:limit])
+    return list(due.values_list("id", "watch_id", "channel", "detected_at", "backlog")[:limit])
 
 
 def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[DueRow]:
     """Every due row of these watches (all channels; the caller keys by channel), so a
-    claim sees a watch's whole backlog, not only the rows that fell into its batch. Locked
-    like `select_due` on PostgreSQL."""
+    claim sees a watch's whole backlog, not only the rows that fell into its batch. Read
+    through the watch index; locked like `select_due` on PostgreSQL."""
+    if connection.vendor == "sqlite":
+        # Left to itself, SQLite's planner reads every due row through the status index.
+        rows = _sqlite(
+            f"SELECT id, watch_id, channel, detected_at FROM {_TABLE} "  # noqa: S608
+            f"INDEXED BY {_watch_index()} "
+            f"WHERE watch_id IN ({', '.join(['%s'] * len(watch_ids))}) "
+            f"AND status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s",
+            [*watch_ids, connection.ops.adapt_datetimefield_value(now)],
+        )
+        return [_due_row(row) for row in rows]
     due = Outbox.objects.filter(
         status__in=DUE_STATUSES, next_attempt_at__lte=now, watch_id__in=watch_ids
-    ).order_by("id")
-    if connection.vendor != "sqlite":
-        due = due.select_for_update(skip_locked=True)
-    return [_due_row(row) for row in due.values_list("id", "watch_id", "channel", "detected_at")]
+    ).select_for_update(skip_locked=True)
+    return list(due.values_list("id", "watch_id", "channel", "detected_at"))
+
+
+@functools.cache
+def _watch_index() -> str:
+    """The name of the index Django made for the `watch` foreign key (a hash of its own)."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, _TABLE)
+    return next(
+        name
+        for name, info in constraints.items()
+        if info["index"] and info["columns"] == ["watch_id"] and not info["unique"]
+    )
 
 
 def _due_row(row: tuple) -> DueRow:
     row_id, watch_id, channel, detected_at = row
-    if isinstance(detected_at, str):  # raw SQLite: Django's naive UTC text
-        detected_at = dt.datetime.fromisoformat(detected_at).replace(tzinfo=dt.UTC)
+    if isinstance(detected_at, str):  # raw SQLite: Django's naive UTC text…
+        detected_at = dt.datetime.fromisoformat(detected_at)
+    if detected_at.tzinfo is None:  # …or its converter's naive datetime
+        detected_at = detected_at.replace(tzinfo=dt.UTC)
     return row_id, watch_id, channel, detected_at
 
 

@@ -271,7 +271,7 @@ def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_
     flying = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1))
     Outbox.objects.filter(pk=flying.pk).update(status=Status.SENDING, claimed_by="theirs")
     free = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
-    stale = [(r.pk, r.watch_id, r.channel, r.detected_at) for r in (older, free)]
+    stale = [(r.pk, r.watch_id, r.channel, r.detected_at, False) for r in (older, free)]
     monkeypatch.setattr(claims, "select_due", lambda now, limit: stale)
 
     claim = claim_due("mine", 10, timezone.now())
