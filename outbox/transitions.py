@@ -242,13 +242,20 @@ def _update_returning(
         params.append(fence.holder)
         if fence.attempts is not None:
             # The attempt number each row was claimed with; a row without one matches nothing.
-            fenced = [row_id for row_id in ids if row_id in fence.attempts]
-            if not fenced:
+            by_attempt: dict[int, list[int]] = defaultdict(list)
+            for row_id in ids:
+                if row_id in fence.attempts:
+                    by_attempt[fence.attempts[row_id]].append(row_id)
+            if not by_attempt:
                 return []
             _, column = _column("attempts")
-            where.append(f"{column} = CASE id {' '.join(['WHEN %s THEN %s'] * len(fenced))} END")
-            for row_id in fenced:
-                params.extend([row_id, fence.attempts[row_id]])
+            # Grouped by attempt number (a batch's rows mostly share one): a few terms
+            # rather than a CASE over every id.
+            terms = []
+            for attempt, fenced in by_attempt.items():
+                terms.append(f"({column} = %s AND id IN ({', '.join(['%s'] * len(fenced))}))")
+                params.extend([attempt, *fenced])
+            where.append(f"({' OR '.join(terms)})")
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
     if record_previous:
