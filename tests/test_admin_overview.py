@@ -38,10 +38,11 @@ def seed_mix() -> None:
     days = itertools.count(1)
 
     def rows(n: int, status: Status, reason: str = "", *, moved: dt.datetime, **extra) -> None:
+        row_watch = extra.pop("watch", watch)
         for _ in range(n):
             detected = NOW - dt.timedelta(days=next(days))
             OutboxFactory(
-                watch=watch,
+                watch=row_watch,
                 status=status,
                 reason=reason,
                 detected_at=detected,
@@ -53,7 +54,15 @@ def seed_mix() -> None:
     rows(2, Status.PENDING, moved=ago(minutes=10), next_attempt_at=ago(minutes=10))
     rows(1, Status.PENDING, moved=ago(days=3), next_attempt_at=ago(days=3))  # lag: 3 days
     rows(1, Status.SENDING, Reason.CLAIMED, moved=ago(minutes=1), claimed_at=ago(minutes=1))
-    rows(1, Status.SENDING, Reason.CLAIMED, moved=ago(minutes=10), claimed_at=ago(minutes=10))
+    # Another watch: one row per watch and channel may be in flight (a unique index).
+    rows(
+        1,
+        Status.SENDING,
+        Reason.CLAIMED,
+        moved=ago(minutes=10),
+        claimed_at=ago(minutes=10),
+        watch=WatchFactory(),
+    )
     rows(
         2,
         Status.RETRY,
