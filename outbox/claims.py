@@ -68,24 +68,38 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
         if not selected:
             return claim
         rows: dict[int, DueRow] = {row[0]: row[:4] for row in selected}
-        # Only watches with a backlog need their other due rows (usually none has one).
+        told: dict[tuple[int, str], DueRow] = {}  # the newest sent row, per watch and channel
+        # Only watches with a backlog need their other rows (usually none has one).
         wanted = {(row[1], row[2]) for row in selected if row[4]}
         if wanted:
-            for row in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
-                if (row[1], row[2]) in wanted:
-                    rows[row[0]] = row
+            for *row, sent in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+                key = (row[1], row[2])
+                if key not in wanted:
+                    continue
+                if not sent:
+                    rows[row[0]] = tuple(row)
+                elif key not in told or (row[3], row[0]) > (told[key][3], told[key][0]):
+                    told[key] = tuple(row)
         backlog: dict[tuple[int, str], list[DueRow]] = defaultdict(list)
         for row in rows.values():
             backlog[(row[1], row[2])].append(row)
         newest = {key: max(due, key=lambda r: (r[3], r[0])) for key, due in backlog.items()}
+        # A newer detection already went out (another dispatcher sent it while these rows
+        # were locked by a third): nothing of this backlog is claimed, all of it superseded.
+        for key, sent in told.items():
+            if key in newest and sent[3] >= newest[key][3]:
+                newest[key] = sent
+        to_claim = sorted(row[0] for row in newest.values() if row[0] in rows)
         try:
             with transaction.atomic():
-                claim.ids = _claim(sorted(r[0] for r in newest.values()), holder, now)
+                claim.ids = _claim(to_claim, holder, now) if to_claim else []
         except _CONFLICT:
             # Another dispatcher claimed a row of one of these watches since we selected:
             # claim key by key, and leave the watches it holds to it.
             claim.ids = []
             for key, row in sorted(newest.items()):
+                if row[0] not in rows:
+                    continue  # already sent
                 try:
                     with transaction.atomic():
                         claim.ids += _claim([row[0]], holder, now)

@@ -16,7 +16,7 @@ import datetime as dt
 import functools
 
 from django.db import connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from outbox.models import DUE_STATUSES, Outbox, Status
 
@@ -26,6 +26,8 @@ _TABLE = Outbox._meta.db_table
 DueRow = tuple[int, int, str, dt.datetime]
 # …and whether its watch and channel have other due rows (a backlog to supersede)
 Candidate = tuple[int, int, str, dt.datetime, bool]
+# …and whether it was sent
+Sibling = tuple[int, int, str, dt.datetime, bool]
 
 
 def _sqlite(sql: str, params: list) -> list[tuple]:
@@ -43,15 +45,17 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     """Up to `limit` due rows, oldest first, leaving out every watch and channel that has a
     row in flight (`sending`: the one-in-flight index would refuse its claim), each with
     whether its watch and channel have other due rows. Call inside the claim's transaction:
-    on PostgreSQL the rows stay locked (others skip them) until it ends."""
+    on PostgreSQL the rows stay locked (others skip them) until it ends. A backlog is other
+    due rows, or a row already sent for a detection at least as new."""
     if connection.vendor == "sqlite":
         moment = connection.ops.adapt_datetimefield_value(now)
         rows = _sqlite(
             "SELECT id, watch_id, channel, detected_at, "  # noqa: S608
             f"EXISTS (SELECT 1 FROM {_TABLE} AS other INDEXED BY {_watch_index()} "
             "WHERE other.watch_id = due.watch_id AND other.channel = due.channel "
-            f"AND other.id != due.id AND other.status IN ({_literal_statuses(DUE_STATUSES)}) "
-            "AND other.next_attempt_at <= %s) "
+            f"AND other.id != due.id AND ((other.status IN ({_literal_statuses(DUE_STATUSES)}) "
+            "AND other.next_attempt_at <= %s) OR (other.status = "
+            f"{_literal_statuses([Status.SENT])} AND other.detected_at >= due.detected_at))) "
             f"FROM {_TABLE} AS due INDEXED BY outbox_due "
             f"WHERE status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s "
             f"AND NOT EXISTS (SELECT 1 FROM {_TABLE} AS flying "
@@ -64,7 +68,9 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     key = {"watch_id": OuterRef("watch_id"), "channel": OuterRef("channel")}
     in_flight = Outbox.objects.filter(**key, status=Status.SENDING)
     siblings = Outbox.objects.filter(
-        **key, status__in=DUE_STATUSES, next_attempt_at__lte=now
+        Q(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+        | Q(status=Status.SENT, detected_at__gte=OuterRef("detected_at")),
+        **key,
     ).exclude(id=OuterRef("id"))
     due = (
         Outbox.objects.filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
@@ -76,24 +82,31 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     return list(due.values_list("id", "watch_id", "channel", "detected_at", "backlog")[:limit])
 
 
-def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[DueRow]:
-    """Every due row of these watches (all channels; the caller keys by channel), so a
-    claim sees a watch's whole backlog, not only the rows that fell into its batch. Read
-    through the watch index; locked like `select_due` on PostgreSQL."""
+def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]:
+    """Every due row of these watches, and every sent one (all channels; the caller keys by
+    channel), so a claim sees a watch's whole backlog — not only the rows that fell into its
+    batch — and what of it was already told. Read through the watch index; locked like
+    `select_due` on PostgreSQL."""
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
         rows = _sqlite(
-            f"SELECT id, watch_id, channel, detected_at FROM {_TABLE} "  # noqa: S608
+            f"SELECT id, watch_id, channel, detected_at, status FROM {_TABLE} "  # noqa: S608
             f"INDEXED BY {_watch_index()} "
             f"WHERE watch_id IN ({', '.join(['%s'] * len(watch_ids))}) "
-            f"AND status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s",
+            f"AND ((status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s) "
+            f"OR status = {_literal_statuses([Status.SENT])})",
             [*watch_ids, connection.ops.adapt_datetimefield_value(now)],
         )
-        return [_due_row(row) for row in rows]
-    due = Outbox.objects.filter(
-        status__in=DUE_STATUSES, next_attempt_at__lte=now, watch_id__in=watch_ids
-    ).select_for_update(skip_locked=True)
-    return list(due.values_list("id", "watch_id", "channel", "detected_at"))
+    else:
+        rows = (
+            Outbox.objects.filter(
+                Q(status__in=DUE_STATUSES, next_attempt_at__lte=now) | Q(status=Status.SENT),
+                watch_id__in=watch_ids,
+            )
+            .select_for_update(skip_locked=True)
+            .values_list("id", "watch_id", "channel", "detected_at", "status")
+        )
+    return [(*_due_row(row[:4]), row[4] == Status.SENT) for row in rows]
 
 
 @functools.cache

@@ -261,6 +261,36 @@ def test_a_claim_takes_the_newest_of_a_backlog_and_supersedes_the_rest(frozen):
         )
 
 
+def test_a_detection_newer_than_the_one_told_still_goes_out(frozen):
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=2))
+    newest = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    Outbox.objects.filter(pk=newest.pk).update(status=Status.SENT)
+    today = enqueue_for(watch, detected_at=NOW)
+
+    claim = claim_due("h", 10, timezone.now())
+
+    assert claim.ids == [today.pk], "a detection newer than what was told still goes out"
+    assert (_reload(older.pk).status, _reload(older.pk).reason) == (
+        Status.DROPPED,
+        Reason.SUPERSEDED,
+    )
+
+
+def test_a_backlog_behind_a_sent_row_is_superseded_by_it(frozen):
+    """What a third dispatcher's lock can leave behind on PostgreSQL: the newest row of a
+    backlog went out while an older one was locked elsewhere, so not superseded then."""
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=2))
+    sent = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    Outbox.objects.filter(pk=sent.pk).update(status=Status.SENT)
+
+    claim = claim_due("h", 10, timezone.now())
+
+    assert (claim.ids, claim.superseded) == ([], 1)
+    assert _reload(older.pk).events.last().data == {"superseded_by": sent.pk}
+
+
 def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_one(
     frozen, monkeypatch
 ):
