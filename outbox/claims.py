@@ -59,9 +59,11 @@ class Claim:
 
 def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
     """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
-    claim). Per watch and channel only the newest due detection is claimed; the older due
-    rows end `dropped`/`superseded`. A watch and channel another dispatcher has in flight is
-    left alone, even when both claimed at once (the in-flight index refuses ours: caught)."""
+    claim). Per watch and channel only the newest due detection is claimed — whichever
+    dispatcher's batch its older rows fell into — and the older due rows end
+    `dropped`/`superseded`, as do due rows behind a newer one already sent. A watch and
+    channel another dispatcher has in flight is left alone, even when both claimed at once
+    (the in-flight index refuses ours: caught)."""
     with transaction.atomic():
         selected = select_due(now, limit)
         claim = Claim(selected=len(selected))
@@ -118,9 +120,17 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
             for row in due
             if row[0] != newest[key][0] and row[0] not in claimed and row[3] <= newest[key][3]
         }
-        claim.superseded = len(
-            transition_each(older, expect=[Status.PENDING, Status.RETRY], actor=holder, now=now)
-        )
+        try:
+            with transaction.atomic():
+                claim.superseded = len(
+                    transition_each(
+                        older, expect=[Status.PENDING, Status.RETRY], actor=holder, now=now
+                    )
+                )
+        except _CONFLICT:
+            # Waiting on rows another dispatcher holds, which waits on ours: they stay due,
+            # and the next claim that sees them supersedes them.
+            log.warning("%s left %d older row(s) to supersede later", holder, len(older))
     return claim
 
 

@@ -85,8 +85,8 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
 def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]:
     """Every due row of these watches, and every sent one (all channels; the caller keys by
     channel), so a claim sees a watch's whole backlog — not only the rows that fell into its
-    batch — and what of it was already told. Read through the watch index; locked like
-    `select_due` on PostgreSQL."""
+    batch — and what of it was already told. Read through the watch index; not locked: the
+    claim's conditional UPDATE decides who wins a row."""
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
         rows = _sqlite(
@@ -98,14 +98,13 @@ def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]
             [*watch_ids, connection.ops.adapt_datetimefield_value(now)],
         )
     else:
-        rows = (
-            Outbox.objects.filter(
-                Q(status__in=DUE_STATUSES, next_attempt_at__lte=now) | Q(status=Status.SENT),
-                watch_id__in=watch_ids,
-            )
-            .select_for_update(skip_locked=True)
-            .values_list("id", "watch_id", "channel", "detected_at", "status")
-        )
+        # Not locked, and not skipping locked rows: a backlog row another dispatcher holds
+        # still counts when choosing the newest (claiming an older one would be a second
+        # notification once the newest goes out).
+        rows = Outbox.objects.filter(
+            Q(status__in=DUE_STATUSES, next_attempt_at__lte=now) | Q(status=Status.SENT),
+            watch_id__in=watch_ids,
+        ).values_list("id", "watch_id", "channel", "detected_at", "status")
     return [(*_due_row(row[:4]), row[4] == Status.SENT) for row in rows]
 
 

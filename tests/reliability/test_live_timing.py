@@ -169,8 +169,14 @@ def test_four_dispatchers_over_a_backlog_send_one_notification_per_watch(
         superseded=outcomes[(Status.DROPPED, SUPERSEDED)],
     )
     assert sorted(delivered_to.values()) == [1] * watches_n, "exactly one per watch"
+    # On a failure: what became of each row that was neither sent nor superseded.
+    odd = rows.exclude(status=Status.SENT).exclude(reason=SUPERSEDED)
+    stories = {
+        row.pk: list(row.events.order_by("id").values_list("to_status", "reason", "actor"))
+        for row in odd
+    }
     assert outcomes == {
         (Status.SENT, Reason.DELIVERED): watches_n,
         (Status.DROPPED, SUPERSEDED): watches_n * (days - 1),
-    }
+    }, stories
     assert newest_sent, "the newest detection is the one sent"
