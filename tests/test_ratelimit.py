@@ -111,7 +111,9 @@ def test_one_limiter_per_application_id_in_the_process():
 
 def test_polling_and_the_dispatcher_share_the_limiter(ichiba):
     # Each caller builds its own adapter (get_marketplace), yet they queue on one limiter.
-    assert RakutenMarketplace().limiter is RakutenMarketplace().limiter
+    assert (
+        RakutenMarketplace().budget.limiters[APP_ID] is RakutenMarketplace().budget.limiters[APP_ID]
+    )
 
 
 def test_the_adapter_waits_for_its_slot_before_every_request(ichiba, settings):
