@@ -11,6 +11,7 @@ import uuid
 import pytest
 import redis
 
+from tests.fakes.clock import FakeClock
 from tests.fakes.ichiba import APP_ID
 from tests.fleet_limiter_worker import take_slots
 from watches.marketplaces import ratelimit
@@ -41,19 +42,6 @@ def client():
         connection.delete(key)
 
 
-class Clock:
-    """Fake time: moves when a caller sleeps, or when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def _limiter(client, clock, rate=2.0, key="rakuten:a") -> RedisRateLimiter:
     return RedisRateLimiter(client, f"{client.prefix}:{key}", rate, clock=clock, sleep=clock.sleep)
 
@@ -74,7 +62,7 @@ def test_two_processes_share_one_budget(client):
 
 
 def test_a_429_holds_off_every_process_of_the_fleet(client):
-    clock = Clock()
+    clock = FakeClock()
     here, elsewhere = _limiter(client, clock), _limiter(client, clock)
     here.hold_off(30)
     assert elsewhere.wait_needed() == pytest.approx(30)
@@ -83,7 +71,7 @@ def test_a_429_holds_off_every_process_of_the_fleet(client):
 
 
 def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
-    clock = Clock()
+    clock = FakeClock()
     here, elsewhere = _limiter(client, clock), _limiter(client, clock)
     assert elsewhere.current_rate() == 2.0
     here.hold_off(0)
@@ -102,7 +90,7 @@ def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
 
 
 def test_the_429s_of_one_burst_lower_the_rate_once(client):
-    clock = Clock()
+    clock = FakeClock()
     limiter = _limiter(client, clock)
     for _ in range(5):  # the requests in flight all answer 429 together
         limiter.hold_off(1)
@@ -115,7 +103,7 @@ def test_the_429s_of_one_burst_lower_the_rate_once(client):
 
 
 def test_the_rate_never_falls_below_a_tenth(client):
-    clock = Clock()
+    clock = FakeClock()
     limiter = _limiter(client, clock)
     for _ in range(10):
         limiter.hold_off(0)
@@ -125,8 +113,7 @@ def test_the_rate_never_falls_below_a_tenth(client):
 
 
 def test_several_application_ids_add_up(client):
-    clock = Clock()
-    clock.sleep = lambda seconds: None  # everyone asks at the same moment
+    clock = FakeClock(sleeping_moves_time=False)  # everyone asks at the same moment
     budget = Budget(
         {
             "a": _limiter(client, clock, rate=1.0, key="rakuten:a"),
@@ -143,7 +130,7 @@ def test_several_application_ids_add_up(client):
 
 
 def test_slots_taken_are_counted_per_minute(client):
-    clock = Clock()
+    clock = FakeClock()
     clock.now = 60 * 1000.0
     limiter = _limiter(client, clock, rate=100.0)
     for _ in range(7):
@@ -188,8 +175,7 @@ def test_an_unreachable_budget_makes_no_request(ichiba, settings):
 def test_the_adapter_spreads_requests_over_its_application_ids(ichiba, settings):
     settings.RAKUTEN_APP_IDS = ["id-one", "id-two"]
     ichiba.app_ids = set(settings.RAKUTEN_APP_IDS)
-    clock = Clock()
-    clock.sleep = lambda seconds: None
+    clock = FakeClock(sleeping_moves_time=False)
     for app_id in settings.RAKUTEN_APP_IDS:
         install_limiter(
             f"rakuten:{app_id}",

@@ -10,6 +10,7 @@ import zoneinfo
 import pytest
 
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
+from tests.fakes.clock import FakeClock
 from tests.fakes.ichiba import APP_ID
 from watches import services
 from watches.marketplaces.base import FetchError, Observation
@@ -31,21 +32,10 @@ def clock(time_machine):
     return time_machine
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def rakuten(ichiba, settings):
     """The fake Ichiba at 1 request/s on a fake clock: the limiter's waits cost no time."""
-    fake = FakeTime()
+    fake = FakeClock()
     install_limiter(
         f"rakuten:{APP_ID}",
         settings.RAKUTEN_RATE_PER_SECOND,
