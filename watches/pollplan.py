@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from watches.marketplaces.base import get_marketplace
-from watches.marketplaces.ratelimit import LimiterUnavailable
+from watches.marketplaces.ratelimit import LimiterUnavailable, app_id_label
 from watches.models import Listing, Trigger, Watch, effective_price, unit_price
 from watches.triggers import DEFAULT_DROP_PERCENT
 
@@ -207,3 +207,42 @@ def watched_coverage(now: dt.datetime) -> dict[str, float | int]:
         "within_15m": counts["within_15m"] / total if total else 1.0,
         "within_1h": counts["within_1h"] / total if total else 1.0,
     }
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One application id's budget, as staff see it: requests per minute."""
+
+    source: str
+    app_id: str  # the label (first 8 hex digits of the id's SHA-256), never the id
+    available: float  # requests/min the budget gives now (lowered after a 429)
+    configured: float  # requests/min it gives when the marketplace is not pushing back
+    used: int | None  # slots taken in the last whole minute; None where it is not counted
+    error: str = ""
+
+
+def budget_status(now: dt.datetime) -> list[BudgetRow]:
+    """Every rate-limited marketplace's budget per application id. Slots taken are counted
+    only in the fleet's shared budget (Redis): a process-local limiter speaks for its own
+    process, which is not this one."""
+    rows = []
+    minute = int(now.timestamp() // 60) - 1
+    for source in settings.MARKETPLACE_ADAPTERS:
+        try:
+            budget = getattr(get_marketplace(source), "budget", None)
+        except Exception:  # misconfigured: the listings say why
+            log.warning("no budget for %s: its adapter cannot be built", source, exc_info=True)
+            continue
+        if budget is None:
+            continue
+        for app_id, limiter in budget.limiters.items():
+            label = app_id_label(app_id)
+            configured = getattr(limiter, "rate", 0.0) * 60
+            try:
+                available = limiter.current_rate() * 60
+                used = limiter.used(minute) if hasattr(limiter, "used") else None
+            except LimiterUnavailable as exc:
+                rows.append(BudgetRow(source, label, 0.0, configured, None, str(exc)))
+                continue
+            rows.append(BudgetRow(source, label, available, configured, used))
+    return rows

@@ -15,7 +15,9 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   pausing sends (`watches.pausing`), on which the outbox drops the listings' queued rows;
 - `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
   device would have been told while its notifications were off (both read-only, for the
-  outbox's channel and pages).
+  outbox's channel and pages);
+- `budget_status` and `watched_coverage`: the marketplaces' budgets per application id and
+  the share of watched listings checked lately (read-only, for the admin overview).
 """
 
 from __future__ import annotations
@@ -33,16 +35,19 @@ from watches.marketplaces.base import FetchResult
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
 from watches.observations import fetch, fresh_observations, observe
+from watches.pollplan import budget_status, watched_coverage
 from watches.subscriptions import endpoint_allowed
 
 __all__ = [
     "advance_baselines",
+    "budget_status",
     "deactivate_gone_subscriptions",
     "endpoint_allowed",
     "listings_paused",
     "missed_for",
     "pause_listings",
     "refetch",
+    "watched_coverage",
 ]
 
 # Sent by `watches.pausing.pause_listings` after staff paused listings, with `listing_ids`,
