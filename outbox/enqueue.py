@@ -70,6 +70,22 @@ class Detection:
         )
 
 
+def _fresh_row(now: dt.datetime) -> dict[str, Any]:
+    """The columns every newly enqueued row starts with, whatever it detected."""
+    return {
+        "status": Status.PENDING.value,
+        "previous_status": "",
+        "reason": "",
+        "detail": "",
+        "retry_count": 0,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "claimed_by": "",
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
 def enqueue(watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]) -> bool:
     """Enqueue one notification for `watch`. True only when a row was really inserted; False
     when the database folded it into the row already holding that watch/trigger/day/channel."""
@@ -109,18 +125,7 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     by_name = {f.name: f for f in fields}
     shared = {
         name: by_name[name].get_db_prep_save(value, connection)
-        for name, value in {
-            "status": Status.PENDING.value,
-            "previous_status": "",
-            "reason": "",
-            "detail": "",
-            "retry_count": 0,
-            "attempts": 0,
-            "next_attempt_at": now,
-            "claimed_by": "",
-            "created_at": now,
-            "updated_at": now,
-        }.items()
+        for name, value in _fresh_row(now).items()
     }
     times: dict[dt.datetime, Any] = {}
 
@@ -157,18 +162,7 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
     column = {name: connection.ops.quote_name(f.column) for name, f in fields.items()}
     table = connection.ops.quote_name(Outbox._meta.db_table)
     varying = ("watch", "device", "channel", "trigger", "detected_at", "detected_payload")
-    constants = {
-        "status": Status.PENDING.value,
-        "previous_status": "",
-        "reason": "",
-        "detail": "",
-        "retry_count": 0,
-        "attempts": 0,
-        "next_attempt_at": now,
-        "claimed_by": "",
-        "created_at": now,
-        "updated_at": now,
-    }
+    constants = _fresh_row(now)
     names = [*varying, *constants]
     # Only quoted identifiers are formatted in; every value is a parameter.
     sql = (
