@@ -113,6 +113,7 @@ def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
         Listing,
         fields,
         ((listing.pk, [getattr(listing, name) for name in fields]) for listing in listings),
+        locked=True,  # by _lock_in_id_order, in the same transaction
     )
 
 
