@@ -167,8 +167,12 @@ def test_an_unreachable_budget_makes_no_request(ichiba, settings):
         RedisRateLimiter(dead, "test-scale:dead", settings.RAKUTEN_RATE_PER_SECOND),
     )
     ichiba.add("shop:a")
-    results = RakutenMarketplace().fetch(["shop:a"])
-    assert results["shop:a"].kind == FetchKind.RATE_LIMITED
+    ichiba.add("shop:b")
+    results = RakutenMarketplace().fetch(["shop:a", "shop:b"])
+    assert {code: result.kind for code, result in results.items()} == {
+        "shop:a": FetchKind.RATE_LIMITED,
+        "shop:b": FetchKind.RATE_LIMITED,
+    }
     assert ichiba.requests == []
 
 

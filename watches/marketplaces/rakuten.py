@@ -64,13 +64,18 @@ class RakutenMarketplace:
         codes = list(dict.fromkeys(item_codes))
         results: dict[str, FetchResult] = {}
         try:
+            unavailable: FetchError | None = None
             for code in codes:
+                if unavailable is not None:
+                    results[code] = unavailable
+                    continue
                 try:
                     slot = self.budget.acquire(max_wait=self.max_wait)
                     wait = None if slot is not None else self.budget.wait_needed()
                 except LimiterUnavailable as exc:
-                    # No budget, no request: the fleet's allowance is unknown.
-                    results[code] = FetchError(FetchKind.RATE_LIMITED, str(exc))
+                    # No budget, no request: the fleet's allowance is unknown. The rest of
+                    # the batch is not asked either (each try could wait out a timeout).
+                    results[code] = unavailable = FetchError(FetchKind.RATE_LIMITED, str(exc))
                     continue
                 if slot is None:
                     # Held off (a 429) for longer than a caller should block: the rest of

@@ -264,7 +264,10 @@ class Budget:
         """A slot on the soonest id, waited for; None (no slot taken) when even the soonest is
         further away than `max_wait`. Another caller may take the soonest slot between the
         look and the reservation: this caller then waits for the next one, never less."""
-        app_id = min(self.limiters, key=lambda key: self.limiters[key].wait_needed())
+        if len(self.limiters) == 1:
+            (app_id,) = self.limiters  # nothing to choose: no look first (a Redis round trip)
+        else:
+            app_id = min(self.limiters, key=lambda key: self.limiters[key].wait_needed())
         waited = self.limiters[app_id].acquire(max_wait=max_wait)
         return None if waited is None else Slot(app_id, waited)
 
