@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from common.bulk import update_by_id
 from common.registry import configured_instance
@@ -165,3 +167,26 @@ def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
     values = dict(Watch.objects.values_list("pk", "last_notified_price"))
     assert values == {first.pk: Decimal("75.50"), second.pk: None, untouched.pk: None}
     assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the unnest statement is PostgreSQL's path"
+)
+@pytest.mark.django_db
+def test_update_by_id_on_postgresql_is_one_statement_whatever_the_rows():
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listings = ListingFactory.create_batch(30)
+    rows = [(listing.pk, (2000 + i, None)) for i, listing in enumerate(listings)]
+    with CaptureQueriesContext(connection) as queries:
+        assert update_by_id(Listing, ("price", "shipping"), rows) == 30
+    sql = [q["sql"] for q in queries]
+    assert len(sql) == 2 and "FOR UPDATE" in sql[0] and "unnest" in sql[1]
+    assert sorted(Listing.objects.values_list("price", "shipping")) == [
+        (2000 + i, None) for i in range(30)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        update_by_id(Listing, ("price",), [(listings[0].pk, (1,))], locked=True)
+    assert len(queries) == 1  # the caller holds the locks: no SELECT … FOR UPDATE
+    assert Listing.objects.get(pk=listings[0].pk).price == 1

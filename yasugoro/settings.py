@@ -200,6 +200,9 @@ PUSH_SUBSCRIPTION_MAX_BYTES = 4096
 # with the demo app, below).
 MARKETPLACE_ADAPTERS: dict[str, str] = {}
 RAKUTEN_APP_ID = env_str("RAKUTEN_APP_ID")
+# Several application ids add up: each has its own allowance of RAKUTEN_RATE_PER_SECOND.
+RAKUTEN_APP_IDS = env_list("RAKUTEN_APP_IDS", [RAKUTEN_APP_ID] if RAKUTEN_APP_ID else [])
+RAKUTEN_APP_ID = RAKUTEN_APP_ID or (RAKUTEN_APP_IDS[0] if RAKUTEN_APP_IDS else "")
 RAKUTEN_API_URL = env_str(
     "RAKUTEN_API_URL", "https://app.rakuten.co.jp/services/api/IchibaItem/Search/20220601"
 )
@@ -224,6 +227,11 @@ POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
 # POLL_BATCH_SIZE / its rate seconds (100 s for Rakuten at 1/s): this plus one batch must stay
 # below Q_TIMEOUT.
 POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
+# The share of a rate-limited marketplace's budget a polling run leaves to the dispatcher's
+# re-fetches (watches.pollplan).
+POLL_REFETCH_SHARE = env_float("POLL_REFETCH_SHARE", 0.2, minimum=0)
+if POLL_REFETCH_SHARE >= 1:
+    raise ImproperlyConfigured(f"POLL_REFETCH_SHARE must be below 1, got {POLL_REFETCH_SHARE}")
 
 # --- Demo world ---------------------------------------------------------------------------
 # The `demo` app (a built-in marketplace, its catalogue, `demo_market`, `seed_demo`, the demo

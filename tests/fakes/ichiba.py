@@ -79,6 +79,7 @@ class FakeIchiba:
         self.items: dict[str, dict] = {}
         self.behave: dict[str, str] = {}
         self.retry_after = "120"
+        self.app_ids = {APP_ID}  # the application ids it accepts
         self.stall_seconds = 5.0
         self.requests: list[dict[str, str]] = []
         self.fault_rate = 0.0
@@ -154,7 +155,7 @@ class FakeIchiba:
         return sum(1 for query in self.requests if query.get("itemCode") == code)
 
     def answer(self, query: dict[str, str]) -> tuple[int | None, dict[str, str], bytes]:
-        if query.get("applicationId") != APP_ID:
+        if query.get("applicationId") not in self.app_ids:
             return _json(
                 400,
                 {"error": "wrong_parameter", "error_description": "specify valid applicationId"},
