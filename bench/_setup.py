@@ -34,9 +34,10 @@ def postgres_available() -> bool:
 
 
 def django_on_temp_postgres(name: str) -> str:
-    """Create database `yasugoro_bench_<name>` on the local PostgreSQL (dropped at exit),
-    point Django at it and migrate. Returns its URL."""
-    database = f"yasugoro_bench_{name}"
+    """Create database `yasugoro_bench_<name>_<pid>` on the local PostgreSQL (dropped at
+    exit), point Django at it and migrate. Returns its URL. The process id keeps two runs (two
+    checkouts on one server) from dropping each other's database."""
+    database = f"yasugoro_bench_{name}_{os.getpid()}"
     admin = ["psql", f"{PG_SERVER}/postgres", "-q", "-c"]
     subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'], check=True)
     subprocess.run([*admin, f'CREATE DATABASE "{database}"'], check=True)
