@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,9 @@ def _temp_folder(name: str) -> Path:
 
 
 def _start_django(database_url: str, folder: Path) -> None:
+    # A bench stopped by SIGTERM (a timeout, `kill`) still runs its atexit clean-up: the
+    # temporary folder, the PostgreSQL database, the server it started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yasugoro.settings")

@@ -11,7 +11,7 @@ from django.test import Client
 
 from tests.factories import ListingFactory
 from watches import devices, pagecache
-from watches.models import Device, Watch
+from watches.models import Device, Listing, Watch
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +75,7 @@ def test_a_device_s_own_watches_are_never_served_from_the_shared_page(client):
     assert "No sign-up" not in body
 
 
-def test_a_device_without_a_watch_here_gets_the_page_without_the_sign_up_line(client):
+def test_a_device_without_a_watch_here_gets_its_own_page_without_the_sign_up_line(client):
     listing, other = ListingFactory(), ListingFactory()
     assert "No sign-up" in Client().get(f"/listings/{listing.pk}/").content.decode()
     client.post(f"/listings/{other.pk}/", {"trigger": "target_price", "target_price": "500"})
@@ -102,3 +102,16 @@ def test_the_memory_layer_keeps_at_most_its_size(monkeypatch, client):
     for page in range(1, 8):
         assert client.get("/", {"page": page}).status_code == 200
     assert len(pagecache._local) <= 3
+
+
+def test_the_shared_listing_page_reads_one_column_and_knows_a_pause_or_a_deletion(
+    client, django_assert_num_queries
+):
+    listing = ListingFactory()
+    client.get(f"/listings/{listing.pk}/")
+    with django_assert_num_queries(1):
+        assert client.get(f"/listings/{listing.pk}/").status_code == 200
+    Listing.objects.filter(pk=listing.pk).update(paused=True)  # as staff pausing does
+    assert "We no longer track this item" in client.get(f"/listings/{listing.pk}/").content.decode()
+    Listing.objects.filter(pk=listing.pk).delete()
+    assert client.get(f"/listings/{listing.pk}/").status_code == 404

@@ -6,7 +6,7 @@ import datetime as dt
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
@@ -146,6 +146,10 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
 def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
     """The listing, its price history and the watch form. POST creates the watch (and the
     device, on first need) and comes back here; an invalid form changes nothing."""
+    if request.method != "POST":
+        shared = _shared_listing_page(request, listing_id)
+        if shared is not None:
+            return shared
     listing = get_object_or_404(Listing, pk=listing_id)
     if request.method == "POST":
         form = WatchForm(request.POST, listing=listing)
@@ -171,18 +175,28 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
         if device
         else []
     )
-    if not mine and not form.is_bound and pagecache.shared(request):
-        # Nothing personal on it but whether this browser has a device: the whole page is
-        # cached until prices change.
-        return pagecache.page(
-            request,
-            "listing",
-            (listing.pk, listing.paused, device is not None),
-            lambda csrf_token: _listing_html(request, listing, form, device, [], now, csrf_token),
-        )
     return HttpResponse(
         _listing_html(request, listing, form, device, mine, now, get_token(request))
     )
+
+
+def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse | None:
+    """The listing page as every browser without a device gets it (a first visit: nothing
+    personal on it), cached whole until prices change — or None when this request's page is
+    its own (a device, whose watches it may show; a message waiting; a URL of its own)."""
+    if not pagecache.shared(request) or devices.get_device(request) is not None:
+        return None
+    # Whether it exists and is paused is read every time; the rest of the page is cached.
+    paused = Listing.objects.filter(pk=listing_id).values_list("paused", flat=True).first()
+    if paused is None:
+        raise Http404("no such listing")
+
+    def render(csrf_token: str) -> str:
+        listing = get_object_or_404(Listing, pk=listing_id)
+        form = WatchForm(listing=listing)
+        return _listing_html(request, listing, form, None, [], timezone.now(), csrf_token)
+
+    return pagecache.page(request, "listing", (listing_id, paused), render)
 
 
 def _listing_html(
