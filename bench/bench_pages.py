@@ -254,14 +254,21 @@ def run_one(vendor: str) -> bool:
         medians[label] = (rps, p99)
         errors = f"   NON-2xx: {bad}" if bad else ""
         print(f"[{vendor}] {label:<26}{rps:>9.0f} req/s   p99 {p99:>7.1f} ms{errors}")
-    floor_rps, _ = medians["minimal view (baseline)"]
+    floor_rps, floor_p99 = medians["minimal view (baseline)"]
     ok = True
     for label in ("home", "listing page", "random listing pages"):
         rps, p99 = medians[label]
         judged = label != "random listing pages"
-        meets = rps / floor_rps >= 0.25 and p99 <= 30
-        ok = ok and (meets or not judged)
-        verdict = ("meets" if meets else "MISSES") + " the target" if judged else "(not judged)"
+        # Judged apart: on a loaded machine the p99 follows the load, and the minimal view's
+        # own p99 says how much of it the page is to blame for.
+        verdict = (
+            f"requests/s {'meet' if rps / floor_rps >= 0.25 else 'MISS'} the 0.25x target, "
+            f"p99 {'meets' if p99 <= 30 else 'MISSES'} the 30 ms target "
+            f"(the minimal view's own p99: {floor_p99:.1f} ms)"
+            if judged
+            else "(not judged)"
+        )
+        ok = ok and (not judged or (rps / floor_rps >= 0.25 and p99 <= 30))
         print(
             f"[{vendor}] ratio {label} / minimal: {rps / floor_rps:.2f} of the requests/s, "
             f"p99 {p99:.1f} ms — {verdict}"
