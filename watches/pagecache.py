@@ -4,11 +4,12 @@ the category chips, "cheap right now", a page of all listings, a listing's facts
 (`fragment`) — rendered once per language and kept in the `pages` cache.
 
 Every key carries the current *prices version*. `prices_changed()` (called once observations
-are saved, by polling or the dispatcher's re-fetch) moves the version on, so every fragment
-showing a price is stale at once, in every web process: the version lives in the shared
+are saved, by polling or the dispatcher's re-fetch, and once a listing is saved, paused or
+deleted) moves the version on, so every cached page and fragment is stale at once, in every
+web process: the version lives in the shared
 `pages` cache (Redis with REDIS_URL, else files under var/, which the web server and the
 cluster of `make run` share).
-Fragments also expire after FRAGMENT_SECONDS, for writers that do not call it.
+Entries also expire after FRAGMENT_SECONDS, for writers that do not call it.
 
 As a key names one version, what it holds never changes: each process also keeps the last
 LOCAL_ENTRIES it used in memory, so a page served again costs one read of the version from the
@@ -45,7 +46,7 @@ _local_lock = threading.Lock()
 
 
 def prices_changed() -> None:
-    """Make every cached fragment that shows a price stale, for every process."""
+    """Make every cached page and fragment stale, for every process."""
     caches[CACHE].set(VERSION_KEY, _new_version(), timeout=None)
 
 
