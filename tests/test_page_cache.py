@@ -88,7 +88,7 @@ def test_a_device_without_a_watch_here_gets_its_own_page_without_the_sign_up_lin
 
 
 def test_a_url_with_other_parameters_is_rendered_and_sends_the_language_switch_back_to_it(
-    client, django_assert_max_num_queries
+    client,
 ):
     ListingFactory()
     client.get("/")
