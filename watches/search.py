@@ -4,18 +4,29 @@
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import ExpressionWrapper, F, FloatField, IntegerField, QuerySet, Value
 from django.db.models.functions import Coalesce
 
 from watches.models import Listing
-from watches.search_index import matching
+from watches.search_index import first_matches, matching
 from watches.search_text import MAX_QUERY, query_terms
 from watches.vocabulary import category_label
 
 # "Near its 90-day low": within this share above it.
 NEAR_LOW = 1.05
+# A search counts its matches up to this many ("1000+" beyond), and its pages show the first
+# this many the index yields, in name order: finding and sorting every one of 25,000 matches
+# costs ten times as much, for pages nobody reads (docs/decisions.md).
+SEARCH_CAP = 1000
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    listings: QuerySet[Listing]  # at most SEARCH_CAP, in name order
+    more: bool  # more than SEARCH_CAP listings match
 
 
 def normalise(text: str) -> str:
@@ -42,6 +53,14 @@ def search(query: str = "", category: str = "") -> QuerySet[Listing]:
     if category:
         listings = listings.filter(category=category)
     return listings.order_by("name", "id")
+
+
+def search_results(query: str, category: str = "") -> SearchResults:
+    """What the search page shows for `query`: the listings `search()` would find, but only
+    the first SEARCH_CAP the index yields (found without finding the rest), in name order."""
+    ids = first_matches(connection, query_terms(query), category, SEARCH_CAP + 1)
+    listings = Listing.objects.filter(id__in=ids[:SEARCH_CAP]).order_by("name", "id")
+    return SearchResults(listings, more=len(ids) > SEARCH_CAP)
 
 
 def cheap_now(limit: int = 10) -> QuerySet[Listing]:

@@ -27,10 +27,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
+from django.db import transaction
 from django.db.models import Q
 from django.dispatch import Signal
 
 from common.bulk import update_by_id
+from watches import pagecache
 from watches.marketplaces.base import FetchResult
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
@@ -111,4 +113,8 @@ def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:
 def pause_listings(listing_ids: Iterable[int]) -> int:
     """Stop tracking these listings (polling skips them, the dispatcher drops their rows).
     Returns how many were newly paused."""
-    return Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
+    paused = Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
+    if paused:
+        # The pages show a paused listing differently: cached ones are stale once committed.
+        transaction.on_commit(pagecache.prices_changed)
+    return paused
