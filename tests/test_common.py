@@ -165,3 +165,21 @@ def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
     values = dict(Watch.objects.values_list("pk", "last_notified_price"))
     assert values == {first.pk: Decimal("75.50"), second.pk: None, untouched.pk: None}
     assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)
+
+
+def test_email_url_becomes_djangos_email_settings():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from yasugoro.env import email_settings_from_url
+
+    values = email_settings_from_url("smtp+tls://user%40x:p%3Ass@smtp.example?timeout=7")
+    assert values["EMAIL_HOST"] == "smtp.example" and values["EMAIL_PORT"] == 587
+    assert values["EMAIL_HOST_USER"] == "user@x" and values["EMAIL_HOST_PASSWORD"] == "p:ss"
+    assert values["EMAIL_USE_TLS"] is True and values["EMAIL_USE_SSL"] is False
+    assert values["EMAIL_TIMEOUT"] == 7.0
+    assert email_settings_from_url("smtps://h:2465")["EMAIL_PORT"] == 2465
+    assert email_settings_from_url("smtps://h")["EMAIL_USE_SSL"] is True
+    assert email_settings_from_url("console:")["EMAIL_BACKEND"].endswith("console.EmailBackend")
+    for bad in ("http://h", "smtp://", "smtp://h:port", "smtp://h?timeout=soon"):
+        with pytest.raises(ImproperlyConfigured):
+            email_settings_from_url(bad)

@@ -107,5 +107,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "listings_paused",
         "missed_for",
         "pause_listings",
+        "record_bounces",
         "refetch",
+        "unsubscribe_token",
     ]

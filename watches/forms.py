@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from watches import units
 from watches.intake import MAX_INPUT, IntakeError, ItemRef, parse_item_ref
-from watches.models import Listing, Trigger
+from watches.models import Listing, NotifyVia, Trigger
 from watches.triggers import DEFAULT_DROP_PERCENT
 from watches.watchlist import WatchParams
 
@@ -203,3 +203,30 @@ class AddByLinkForm(forms.Form):
         except IntakeError as error:
             raise forms.ValidationError(error.message, code=error.code) from None
         return text
+
+
+class EmailAddressForm(forms.Form):
+    """The address notifications may go to once it is confirmed."""
+
+    email = forms.EmailField(
+        label=_("E-mail address"),
+        max_length=254,
+        error_messages={
+            "required": _("Enter an e-mail address."),
+            "invalid": _("Enter a valid e-mail address, such as name@example.com."),
+        },
+    )
+
+    def clean_email(self) -> str:
+        from watches.email_address import normalise
+
+        return normalise(self.cleaned_data["email"])
+
+
+class NotifyViaForm(forms.Form):
+    notify_via = forms.ChoiceField(
+        label=_("Tell me by"),
+        choices=NotifyVia.choices,
+        widget=forms.RadioSelect,
+        error_messages={"invalid_choice": _("Choose push notifications, e-mail or both.")},
+    )

@@ -185,7 +185,9 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
             "watch_form_html": watch_form,
             "nav": "listing",
             "form": form,
-            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
+            "mine": watchlist.rows_for(
+                mine, now, can_notify=bool(device and device.receiving_channels)
+            ),
             "device": device,
             "push_active": devices.push_active(device),
         },
