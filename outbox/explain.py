@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
@@ -80,6 +81,7 @@ RETRYING_BECAUSE: dict[str, Promise] = {
     Reason.DELIVER_NETWORK: _("The push service could not be reached; we will try again shortly."),
     Reason.DELIVER_SERVER: _("The push service had an error; we will try again shortly."),
     Reason.LEASE_EXPIRED: _("Sending was interrupted on our side; we will try again shortly."),
+    Reason.QUIET_HOURS: _("Held until %(time)s (quiet hours)."),
 }
 
 # The same delivery hold-ups of an e-mail row, in its own words (the tables above speak of
@@ -169,9 +171,10 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
             row, FAILED, explain(row.reason, status, row.channel), None, "", row.updated_at
         )
     # pending, sending, retry: on the way
-    return Entry(
-        row, ON_THE_WAY, explain(row.reason, status, row.channel), None, "", row.detected_at
-    )
+    words = explain(row.reason, status, row.channel)
+    if row.reason == Reason.QUIET_HOURS and status == Status.RETRY:
+        words = words % {"time": timezone.localtime(row.next_attempt_at).strftime("%H:%M")}
+    return Entry(row, ON_THE_WAY, words, None, "", row.detected_at)
 
 
 def device_rows(device: Device | None) -> QuerySet[Outbox]:

@@ -54,6 +54,8 @@ class Reason(models.TextChoices):
     DELIVER_NETWORK = "deliver_network", _("Push service unreachable")
     DELIVER_SERVER = "deliver_server", _("Push service error")
     LEASE_EXPIRED = "lease_expired", _("Dispatcher lease expired")
+    # retry, not counted as one: held until the device's quiet hours end
+    QUIET_HOURS = "quiet_hours", _("Held for quiet hours")
     # failed at once: the push service refused the request itself (our bug, not transient)
     DELIVER_REJECTED = "deliver_rejected", _("Push service rejected the request")
     # pending again / due now: a staff lever

@@ -230,3 +230,42 @@ class NotifyViaForm(forms.Form):
         widget=forms.RadioSelect,
         error_messages={"invalid_choice": _("Choose push notifications, e-mail or both.")},
     )
+
+
+def _clock_time(label, invalid) -> forms.TimeField:
+    """An optional HH:MM time, with the browser's time picker."""
+    return forms.TimeField(
+        label=label,
+        required=False,
+        input_formats=["%H:%M"],
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        error_messages={"invalid": invalid},
+    )
+
+
+class QuietHoursForm(forms.Form):
+    """A daily window with no notifications, in the device's time zone. Both times empty
+    turns it off."""
+
+    quiet_start = _clock_time(_("From"), _("Enter a time such as 22:00."))
+    quiet_end = _clock_time(_("Until"), _("Enter a time such as 07:00."))
+    time_zone = forms.CharField(label=_("Time zone"), max_length=64, initial="Asia/Tokyo")
+
+    def clean_time_zone(self) -> str:
+        import zoneinfo
+
+        name = self.cleaned_data["time_zone"].strip()
+        if name not in zoneinfo.available_timezones():
+            raise forms.ValidationError(_("Enter a time zone such as Asia/Tokyo."))
+        return name
+
+    def clean(self) -> dict:
+        data = super().clean()
+        start, end = data.get("quiet_start"), data.get("quiet_end")
+        if (start is None) != (end is None) and not self.errors:
+            raise forms.ValidationError(
+                _("Give both times, or leave both empty to turn quiet hours off.")
+            )
+        if start is not None and start == end:
+            raise forms.ValidationError(_("The window must end at another time than it starts."))
+        return data

@@ -206,6 +206,12 @@ class Device(models.Model):
     email_confirmed_at = models.DateTimeField(null=True, blank=True)
     email_bounces = models.PositiveSmallIntegerField(default=0)
     email_disabled_at = models.DateTimeField(null=True, blank=True)
+    # Quiet hours: no notification goes out from `quiet_start` until `quiet_end` (local
+    # times in `time_zone`; the window may cross midnight). Off while either is empty. A row
+    # due inside the window waits for its end, then is re-checked (outbox.holds).
+    quiet_start = models.TimeField(null=True, blank=True)
+    quiet_end = models.TimeField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="Asia/Tokyo")
     # A pending "move to another browser" link: only the hash of its token, and when it stops
     # working. Null when there is none; redeeming it clears both (single use).
     transfer_token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)

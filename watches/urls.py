@@ -20,6 +20,7 @@ urlpatterns = [
     path("settings/delete", views_device.delete_data, name="device-delete"),
     path("settings/email", views_email.email_settings, name="device-email"),
     path("settings/channels", views_email.notify_via, name="device-notify-via"),
+    path("settings/quiet", views_email.quiet_hours, name="device-quiet-hours"),
     path("email/confirm/<str:token>/", views_email.confirm, name="email-confirm"),
     path("email/unsubscribe/<str:token>/", views_email.unsubscribe, name="email-unsubscribe"),
     path("transfer/<str:token>/", views_device.transfer, name="device-transfer"),

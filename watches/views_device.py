@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from watches import devices, throttle
-from watches.forms import EmailAddressForm, NotifyViaForm
+from watches.forms import EmailAddressForm, NotifyViaForm, QuietHoursForm
 from watches.models import Device, NotifyVia, Watch
 from watches.subscriptions import (
     InvalidSubscription,
@@ -115,12 +115,22 @@ def set_language(request: HttpRequest) -> HttpResponse:
 def render_settings(
     request: HttpRequest, device: Device | None, *, status: int = 200, **extra
 ) -> HttpResponse:
-    """The settings page; a form given in `extra` (email_form, via_form) is shown with its
-    errors instead of a fresh one."""
+    """The settings page; a form given in `extra` (email_form, via_form, quiet_form) is shown
+    with its errors instead of a fresh one."""
     extra.setdefault("email_form", EmailAddressForm())
     extra.setdefault(
         "via_form",
         NotifyViaForm(initial={"notify_via": device.notify_via if device else NotifyVia.PUSH}),
+    )
+    extra.setdefault(
+        "quiet_form",
+        QuietHoursForm(
+            initial={
+                "quiet_start": device.quiet_start if device else None,
+                "quiet_end": device.quiet_end if device else None,
+                "time_zone": device.time_zone if device else "Asia/Tokyo",
+            }
+        ),
     )
     context = {
         "device": device,

@@ -1,6 +1,6 @@
-"""The e-mail address on /settings/ (add or change, remove, which channels), the confirmation
-link of the double opt-in, and the one-click unsubscribe of RFC 8058. Thin: the address's life
-is `watches.email_address`."""
+"""The e-mail address on /settings/ (add or change, remove, which channels, quiet hours), the
+confirmation link of the double opt-in, and the one-click unsubscribe of RFC 8058. Thin: the
+address's life is `watches.email_address`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from watches import devices, email_address
-from watches.forms import EmailAddressForm, NotifyViaForm
+from watches.forms import EmailAddressForm, NotifyViaForm, QuietHoursForm
 from watches.models import Device
 from watches.views_device import TRANSFER_REFERRER_POLICY, render_settings
 
@@ -85,6 +85,19 @@ def notify_via(request: HttpRequest) -> HttpResponse:
     Device.objects.filter(pk=device.pk).update(notify_via=form.cleaned_data["notify_via"])
     messages.success(request, _("Saved."))
     return redirect(reverse("device-settings") + "#email-h")
+
+
+@require_POST
+def quiet_hours(request: HttpRequest) -> HttpResponse:
+    """The device's daily quiet window (both times empty: off). Bad input is a 400 with the
+    form's message and nothing written."""
+    form = QuietHoursForm(request.POST)
+    if not form.is_valid():
+        return render_settings(request, devices.get_device(request), quiet_form=form, status=400)
+    device = devices.get_or_create_device(request)
+    Device.objects.filter(pk=device.pk).update(**form.cleaned_data)
+    messages.success(request, _("Saved."))
+    return redirect(reverse("device-settings") + "#quiet-h")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
