@@ -262,3 +262,15 @@ def test_a_poll_for_a_device_told_by_unconfirmed_email_only_keeps_a_missed_detec
     assert poll_batch(listing.source, [listing.pk]).enqueued == 0
     watch.refresh_from_db()
     assert watch.missed_price == 1100
+
+
+def test_a_bounce_counts_only_while_the_address_is_still_the_devices():
+    from watches.services import record_bounces
+
+    device = EmailDeviceFactory(email="new@mail.example")
+    record_bounces([(device.pk, "old@mail.example"), (device.pk, "")], timezone.now())
+    device.refresh_from_db()
+    assert device.email_bounces == 0
+    record_bounces([(device.pk, "new@mail.example")], timezone.now())
+    device.refresh_from_db()
+    assert device.email_bounces == 1

@@ -120,7 +120,8 @@ def record_bounces(bounced: Iterable[tuple[int, str]], now: dt.datetime) -> int:
     EMAIL_BOUNCE_LIMIT. Returns how many addresses were disabled now."""
     match = Q()
     for device_id, address in set(bounced):
-        match |= Q(pk=device_id, email=address)
+        if address:
+            match |= Q(pk=device_id, email=address)
     if not match:
         return 0
     Device.objects.filter(match).update(email_bounces=F("email_bounces") + 1)
