@@ -274,3 +274,13 @@ def test_a_bounce_counts_only_while_the_address_is_still_the_devices():
     record_bounces([(device.pk, "new@mail.example")], timezone.now())
     device.refresh_from_db()
     assert device.email_bounces == 1
+
+
+def test_staff_find_email_rows_by_the_channel_filter(admin_client):
+    from tests.test_admin_pages import listed
+
+    _, row = email_row()
+    WatchFactory()  # a console device's watch, no row
+    assert listed(admin_client, "?channel__exact=email") == [row.pk]
+    page = admin_client.get(f"/admin/outbox/outbox/{row.pk}/change/").content.decode()
+    assert "E-mail" in page

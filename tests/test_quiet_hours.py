@@ -180,3 +180,13 @@ def test_bad_quiet_hours_are_a_400_with_a_message_and_write_nothing(client, data
 def test_bad_quiet_hours_from_a_new_browser_create_no_device(client):
     assert client.post("/settings/quiet", {"quiet_start": "22:00"}).status_code == 400
     assert Device.objects.count() == 0
+
+
+def test_staff_find_held_rows_by_the_quiet_hours_reason_filter(admin_client, recording_channel):
+    from tests.test_admin_pages import listed
+
+    with time_machine.travel(tokyo(1, 22, 30), tick=False):
+        _, held = due_row(DeviceFactory(**OVERNIGHT))
+        run_cycle()
+        assert listed(admin_client, "?reason__exact=quiet_hours") == [held.pk]
+        assert listed(admin_client, "?queue=waiting") == [held.pk]
