@@ -183,3 +183,28 @@ def test_email_url_becomes_djangos_email_settings():
     for bad in ("http://h", "smtp://", "smtp://h:port", "smtp://h?timeout=soon"):
         with pytest.raises(ImproperlyConfigured):
             email_settings_from_url(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("EMAIL_URL", "http://mail.example"), ("SITE_URL", "yasugoro.example"), ("EMAIL_PORT", "x")],
+)
+def test_a_bad_mail_setting_stops_start_up_naming_it(name, value):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "DEBUG": "1", name: value}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert name in done.stderr
