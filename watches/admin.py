@@ -237,7 +237,7 @@ class WatchAdmin(admin.ModelAdmin):
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
     list_display = (
-        "short_id",
+        "device",
         "channel",
         "language",
         "subscription",
@@ -267,6 +267,10 @@ class DeviceAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(live_watch_count=Count("watches", filter=Q(watches__removed_at__isnull=True)))
         )
+
+    @admin.display(description=_("device"), ordering="token_hash")
+    def device(self, device: Device) -> str:
+        return device.short_id
 
     @admin.display(description=_("watches"), ordering="live_watch_count")
     def live_watches(self, device: Device) -> int:
