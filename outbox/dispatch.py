@@ -8,7 +8,8 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
 3. claims them atomically in batches (one conditional UPDATE per batch; `FOR UPDATE SKIP
    LOCKED` on PostgreSQL), so any number of dispatchers can run at once (`outbox.claims`);
 4. drops rows whose watch was removed or paused, whose listing was paused, or whose device
-   has no subscription (`outbox.recheck`);
+   has no subscription (`outbox.recheck`), and holds rows whose device is in its quiet
+   hours until the window ends (`outbox.holds`);
 5. re-fetches each listing once per cycle through `watches.services.refetch`, which keeps
    the answer by the same rule as price polling (a history point or not, the listing's state,
    typical price and 90-day low); an error kind becomes a drop or a retry;
@@ -37,6 +38,7 @@ from django.utils import timezone
 
 from outbox.claims import claim_due, new_holder, recover_expired_leases
 from outbox.delivery import deliver_all
+from outbox.holds import hold_quiet_rows
 from outbox.models import DispatchRun, Outbox, Status
 from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
@@ -130,6 +132,7 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
             decisions[row.pk] = Decision(Status.DROPPED, reason)
         else:
             live.append(row)
+    live, held = hold_quiet_rows(live, cycle.holder, cycle.now)
 
     listings = {row.watch.listing_id: row.watch.listing for row in live}
     unfetched = [listing for pk, listing in listings.items() if pk not in cycle.fetched]
@@ -141,7 +144,7 @@ def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     ]
     for row, delivery in deliver_all(to_send):
         apply_delivery(decisions[row.pk], delivery)
-    return record(rows, decisions, cycle.holder, cycle.now)
+    return record(rows, decisions, cycle.holder, cycle.now) + held
 
 
 _UNREAD_FIELDS = (

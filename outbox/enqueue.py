@@ -86,6 +86,25 @@ def _fresh_row(now: dt.datetime) -> dict[str, Any]:
     }
 
 
+def detections_for(
+    watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]
+) -> list[Detection]:
+    """One detection per channel that reaches the watch's device right now (its push
+    channel, its confirmed e-mail address, or both: `Device.receiving_channels`). Each becomes
+    its own row, re-checked and recorded on its own."""
+    return [
+        Detection(
+            watch_id=watch.pk,
+            device_id=watch.device_id,
+            channel=channel,
+            trigger=watch.trigger,
+            detected_at=detected_at,
+            payload=payload,
+        )
+        for channel in watch.device.receiving_channels
+    ]
+
+
 def enqueue(watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]) -> bool:
     """Enqueue one notification for `watch`. True only when a row was really inserted; False
     when the database folded it into the row already holding that watch/trigger/day/channel."""

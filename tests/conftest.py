@@ -68,6 +68,18 @@ def _no_metrics_from_other_tests():
 
 
 @pytest.fixture
+def smtp_server(settings):
+    """A real SMTP server on 127.0.0.1; Django's mail goes to it for the test."""
+    from tests.fakes.smtp_server import FakeSmtpServer
+
+    server = FakeSmtpServer().start()
+    for name, value in server.settings().items():
+        setattr(settings, name, value)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def recording_channel(settings):
     """Route the console channel to a recorder of deliveries."""
     settings.OUTBOX_CHANNEL_CLASSES = {

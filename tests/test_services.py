@@ -108,6 +108,8 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "listings_paused",
         "missed_for",
         "pause_listings",
+        "record_bounces",
         "refetch",
+        "unsubscribe_token",
         "watched_coverage",
     ]

@@ -29,6 +29,16 @@ class Channel(models.TextChoices):
 
     WEBPUSH = "webpush", _("Web Push")
     CONSOLE = "console", _("Console (development)")
+    EMAIL = "email", _("E-mail")
+
+
+class NotifyVia(models.TextChoices):
+    """Which of its channels a device is told on: its push channel (`Device.channel`), its
+    confirmed e-mail address, or both. Each channel gets its own outbox row."""
+
+    PUSH = "push", _("Push notifications")
+    EMAIL = "email", _("E-mail")
+    BOTH = "both", _("Both")
 
 
 class Listing(models.Model):
@@ -219,6 +229,29 @@ class Device(models.Model):
     push_subscribed_at = models.DateTimeField(
         verbose_name=_("push subscribed at"), null=True, blank=True
     )
+    notify_via = models.CharField(
+        verbose_name=_("tell by"),
+        max_length=10,
+        choices=NotifyVia.choices,
+        default=NotifyVia.PUSH,
+    )
+    # The e-mail address (watches.email_address): nothing but its confirmation is sent to it
+    # until `email_confirmed_at` is set (double opt-in); hard bounces count up, and at
+    # EMAIL_BOUNCE_LIMIT `email_disabled_at` stops it. Changing it starts over.
+    email = models.EmailField(verbose_name=_("e-mail address"), max_length=254, blank=True)
+    email_confirmed_at = models.DateTimeField(
+        verbose_name=_("e-mail confirmed at"), null=True, blank=True
+    )
+    email_bounces = models.PositiveSmallIntegerField(verbose_name=_("hard bounces"), default=0)
+    email_disabled_at = models.DateTimeField(
+        verbose_name=_("e-mail disabled at"), null=True, blank=True
+    )
+    # Quiet hours: no notification goes out from `quiet_start` until `quiet_end` (local
+    # times in `time_zone`; the window may cross midnight). Off while either is empty. A row
+    # due inside the window waits for its end, then is re-checked (outbox.holds).
+    quiet_start = models.TimeField(verbose_name=_("quiet hours from"), null=True, blank=True)
+    quiet_end = models.TimeField(verbose_name=_("quiet hours until"), null=True, blank=True)
+    time_zone = models.CharField(verbose_name=_("time zone"), max_length=64, default="Asia/Tokyo")
     # A pending "move to another browser" link: only the hash of its token, and when it stops
     # working. Null when there is none; redeeming it clears both (single use).
     transfer_token_hash = models.CharField(
@@ -256,6 +289,22 @@ class Device(models.Model):
         if self.channel == Channel.WEBPUSH:
             return self.push_active and bool(self.push_endpoint)
         return True
+
+    @property
+    def email_active(self) -> bool:
+        """A confirmed address that has not been disabled by bounces."""
+        return bool(self.email and self.email_confirmed_at and not self.email_disabled_at)
+
+    @property
+    def receiving_channels(self) -> list[str]:
+        """The channels a notification goes out on right now: one outbox row each. Empty when
+        none can reach the device (then polling keeps what it would have told, watches.missed)."""
+        channels = []
+        if self.notify_via in (NotifyVia.PUSH, NotifyVia.BOTH) and self.can_receive:
+            channels.append(self.channel)
+        if self.notify_via in (NotifyVia.EMAIL, NotifyVia.BOTH) and self.email_active:
+            channels.append(Channel.EMAIL)
+        return channels
 
 
 class LiveWatchManager(models.Manager):

@@ -35,7 +35,7 @@ from django.db import transaction
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
-from outbox.enqueue import Detection, enqueue_many
+from outbox.enqueue import Detection, detections_for, enqueue_many
 from watches.marketplaces.base import Observation
 from watches.missed import record_missed
 from watches.models import Listing, Watch
@@ -213,12 +213,12 @@ def _judge(
     detections = []
     for watch in watches:
         judgement = detect(watch, listing.units_per_pack, observation, history)
-        if judgement.holds and not watch.device.can_receive:
+        if judgement.holds and not watch.device.receiving_channels:
             # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, observation))
         elif judgement.holds:
             payload = snapshot(watch, listing, observation, history, judgement)
-            detections.append(Detection.for_watch(watch, observation.observed_at, payload))
+            detections.extend(detections_for(watch, observation.observed_at, payload))
     return detections
 
 

@@ -11,6 +11,8 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   instead of asking again;
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
+- `record_bounces`: the mail server refused addresses (5xx); at EMAIL_BOUNCE_LIMIT an address
+  is disabled; `unsubscribe_token`: the signed one-click unsubscribe token a mail carries;
 - `pause_listings`: staff stopped tracking listings; `listings_paused`, the signal staff's
   pausing sends (`watches.pausing`), on which the outbox drops the listings' queued rows;
 - `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
@@ -33,6 +35,7 @@ from django.dispatch import Signal
 
 from common.bulk import update_by_id
 from watches import pagecache
+from watches.email_address import record_bounces, unsubscribe_token
 from watches.marketplaces.base import FetchResult
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
@@ -48,7 +51,9 @@ __all__ = [
     "listings_paused",
     "missed_for",
     "pause_listings",
+    "record_bounces",
     "refetch",
+    "unsubscribe_token",
     "watched_coverage",
 ]
 

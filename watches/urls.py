@@ -2,7 +2,7 @@
 
 from django.urls import include, path
 
-from watches import views, views_device, views_watches
+from watches import views, views_device, views_email, views_watches
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -18,6 +18,11 @@ urlpatterns = [
     path("settings/", views_device.settings_page, name="device-settings"),
     path("settings/transfer", views_device.create_transfer, name="device-transfer-create"),
     path("settings/delete", views_device.delete_data, name="device-delete"),
+    path("settings/email", views_email.email_settings, name="device-email"),
+    path("settings/channels", views_email.notify_via, name="device-notify-via"),
+    path("settings/quiet", views_email.quiet_hours, name="device-quiet-hours"),
+    path("email/confirm/<str:token>/", views_email.confirm, name="email-confirm"),
+    path("email/unsubscribe/<str:token>/", views_email.unsubscribe, name="email-unsubscribe"),
     path("transfer/<str:token>/", views_device.transfer, name="device-transfer"),
     path("push/subscribe", views_device.push_subscribe, name="push-subscribe"),
     path("push/unsubscribe", views_device.push_unsubscribe, name="push-unsubscribe"),

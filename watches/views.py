@@ -239,7 +239,9 @@ def _listing_html(
             "watch_form_html": mark_safe(watch_form),  # noqa: S308 (our own rendered template)
             "nav": "listing",
             "form": form,
-            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
+            "mine": watchlist.rows_for(
+                mine, now, can_notify=bool(device and device.receiving_channels)
+            ),
             "device": device,
             "push_active": devices.push_active(device),
             "csrf_token": csrf_token,

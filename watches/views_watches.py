@@ -23,7 +23,7 @@ from watches.models import Watch
 def my_watches(request: HttpRequest) -> HttpResponse:
     device = devices.get_device(request)
     rows = watchlist.rows_for(
-        list(watchlist.live_watches(device)), can_notify=bool(device and device.can_receive)
+        list(watchlist.live_watches(device)), can_notify=bool(device and device.receiving_channels)
     )
     removed = _just_removed(request, device)
     return render(
@@ -35,7 +35,7 @@ def my_watches(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "removed": removed,
             "push_active": devices.push_active(device),
-            "can_notify": bool(device and device.can_receive),
+            "can_notify": bool(device and device.receiving_channels),
         },
     )
 

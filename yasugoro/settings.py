@@ -13,7 +13,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy
 
-from yasugoro.env import env_bool, env_float, env_int, env_list, env_str, secret_from_file
+from yasugoro.env import (
+    email_settings_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    secret_from_file,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("YASUGORO_VAR_DIR", str(BASE_DIR / "var")))
@@ -147,7 +155,46 @@ OUTBOX_DISPATCH_RUN_RETENTION_DAYS = env_int("OUTBOX_DISPATCH_RUN_RETENTION_DAYS
 OUTBOX_CHANNEL_CLASSES = {
     "console": "outbox.channels.console.ConsoleChannel",
     "webpush": "outbox.channels.webpush.WebPushChannel",
+    "email": "outbox.channels.email.EmailChannel",
 }
+
+# --- E-mail -------------------------------------------------------------------------------
+# Django's mail framework: EMAIL_URL (smtp://, smtp+tls://, smtps://, console:) or the
+# EMAIL_* settings one by one. Under DEBUG without either, mails are printed (console).
+EMAIL_URL = env_str("EMAIL_URL")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+# Without a timeout a stalled SMTP server would hold a delivery thread for ever.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+if EMAIL_URL:
+    globals().update(email_settings_from_url(EMAIL_URL))
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Yasugoro <noreply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Where links in a mail point (no trailing slash): the site as people reach it.
+SITE_URL = env_str(
+    "SITE_URL", "http://127.0.0.1:8000" if DEBUG else f"https://{ALLOWED_HOSTS[0]}"
+).rstrip("/")
+if not re.fullmatch(r"https?://[^\s/?#]+", SITE_URL):
+    raise ImproperlyConfigured(f"SITE_URL must be http(s)://host[:port], got {SITE_URL!r}")
+# A confirmation link works this long; unsubscribe links in a mail for EMAIL_UNSUBSCRIBE_DAYS.
+EMAIL_CONFIRM_HOURS = env_int("EMAIL_CONFIRM_HOURS", 48, minimum=1)
+EMAIL_UNSUBSCRIBE_DAYS = env_int("EMAIL_UNSUBSCRIBE_DAYS", 365, minimum=1)
+# Confirmation mails per device and per address in an hour (nobody can make us mail-bomb).
+EMAIL_CONFIRM_PER_HOUR = env_int("EMAIL_CONFIRM_PER_HOUR", 3, minimum=1)
+# Hard bounces (5xx on the recipient) after which the address is disabled.
+EMAIL_BOUNCE_LIMIT = env_int("EMAIL_BOUNCE_LIMIT", 3, minimum=1)
 
 # --- Anonymous devices --------------------------------------------------------------------
 # The device cookie carries the only copy of the device's token; the database keeps its hash.
