@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 class Source(models.TextChoices):
     DEMO = "demo", _("Demo market")
     RAKUTEN = "rakuten", _("Rakuten Ichiba")
+    YAHOO = "yahoo", _("Yahoo! Shopping")
 
 
 class Trigger(models.TextChoices):
@@ -30,11 +31,45 @@ class Channel(models.TextChoices):
     CONSOLE = "console", _("Console (development)")
 
 
+class Product(models.Model):
+    """One product whatever the shop: what a JAN code (the barcode on the pack) names. Its
+    listings (`offers`) are the shops' offers of it, on every marketplace."""
+
+    jan = models.CharField(max_length=13, unique=True, help_text=_("JAN code, 8 or 13 digits"))
+    name = models.CharField(max_length=500, blank=True)
+    units_per_pack = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Rolls, grams, millilitres… per pack, for unit price")
+    )
+    unit_label = models.CharField(max_length=20, blank=True, help_text=_("e.g. roll, g, ml"))
+    image_url = models.URLField(max_length=1000, blank=True)
+    # When its offers were last asked for as a whole (one request for every shop's offer),
+    # and what went wrong then: the offers' own rows keep their prices.
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # Polling: products least recently asked about first.
+            models.Index(fields=["last_polled_at"], name="product_poll_due"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.jan
+
+
 class Listing(models.Model):
-    """One item on one marketplace, with its price and stock as last seen."""
+    """One item on one marketplace, with its price and stock as last seen. When its JAN code
+    is known it is one shop's offer of a `Product`."""
 
     source = models.CharField(max_length=20, choices=Source.choices)
     item_code = models.CharField(max_length=200)
+    product = models.ForeignKey(
+        Product, null=True, blank=True, on_delete=models.SET_NULL, related_name="offers"
+    )
+    jan = models.CharField(
+        max_length=13, blank=True, help_text=_("JAN code when known: the listing is then an offer")
+    )
     name = models.CharField(max_length=500, blank=True)
     shop_name = models.CharField(max_length=200, blank=True)
     category = models.CharField(max_length=100, blank=True)
