@@ -262,10 +262,17 @@ class LiveWatchManager(models.Manager):
 
 
 class Watch(models.Model):
-    """One device watching one listing with one trigger."""
+    """One device watching one listing with one trigger — or, with `product`, every shop's
+    offer of a product ("any shop at or below ¥X"). A product watch's `listing` is the offer
+    it follows now: the cheapest when it was made, then the one each detection fired on, so
+    the dispatcher's re-fetch and message name that shop."""
 
     device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="watches")
     listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="watches")
+    # Indexed (the foreign key's own index): product polling reads a product's watches.
+    product = models.ForeignKey(
+        Product, null=True, blank=True, on_delete=models.CASCADE, related_name="watches"
+    )
     trigger = models.CharField(max_length=20, choices=Trigger.choices)
     target_price = models.PositiveIntegerField(
         null=True, blank=True, help_text=_("Yen (per unit when comparing unit prices)")
@@ -311,7 +318,7 @@ class Watch(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_trigger_display()} on {self.listing}"
+        return f"{self.get_trigger_display()} on {self.product or self.listing}"
 
     @property
     def is_live(self) -> bool:
