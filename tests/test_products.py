@@ -12,7 +12,7 @@ import time_machine
 
 from outbox.models import Outbox
 from tests.factories import DeviceFactory, ListingFactory, SubscribedDeviceFactory
-from watches.intake import IntakeError
+from watches.intake import IntakeError, parse_item_ref
 from watches.models import Listing, PricePoint, Product, Trigger, Watch
 from watches.product_intake import add_by_link, add_product, parse_jan, product_from_listing
 from watches.product_polling import poll_products
@@ -114,14 +114,14 @@ def test_a_listing_without_a_jan_has_no_product(yahoo):
 
 def test_a_yahoo_item_link_opens_its_product(yahoo):
     five_shops(yahoo)
-    found = add_by_link("https://store.shopping.yahoo.co.jp/store2/tp-12r.html")
+    found = add_by_link(parse_item_ref("https://store.shopping.yahoo.co.jp/store2/tp-12r.html"))
     assert isinstance(found, Product) and found.jan == JAN
     assert Listing.objects.get(item_code="store2_tp-12r").product == found
 
 
 def test_a_yahoo_item_without_a_jan_stays_a_listing(yahoo):
     yahoo.add("store9_odd", jan="", price=300)
-    found = add_by_link("https://store.shopping.yahoo.co.jp/store9/odd.html")
+    found = add_by_link(parse_item_ref("https://store.shopping.yahoo.co.jp/store9/odd.html"))
     assert isinstance(found, Listing) and found.product is None and found.jan == ""
 
 

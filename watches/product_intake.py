@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from watches.intake import IntakeError, find_or_add, parse_item_ref
+from watches.intake import IntakeError, ItemRef, find_or_add
 from watches.jan import InvalidJAN, normalise_jan
 from watches.marketplaces.base import FetchError, FetchKind, Offers, OffersResult
 from watches.models import Listing, Product
@@ -67,10 +67,11 @@ def product_from_listing(listing: Listing) -> Product:
     return add_product(listing.jan)
 
 
-def add_by_link(text: object) -> Listing | Product:
-    """An item link or code, as the home page's "add" takes it: the listing, or — for an item
-    whose answer carries a valid JAN code (Yahoo! Shopping's do) — its product."""
-    listing = find_or_add(parse_item_ref(text))
+def add_by_link(ref: ItemRef) -> Listing | Product:
+    """An item (parsed from a link or code), as the home page's "add" takes it: the listing,
+    or — for an item whose answer carries a valid JAN code (Yahoo! Shopping's do) — its
+    product."""
+    listing = find_or_add(ref)
     if listing.product_id is not None:
         return listing.product
     if listing.jan:

@@ -13,11 +13,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from watches import devices, intake, pagecache, search, throttle, watchlist
+from watches import devices, intake, pagecache, product_intake, search, throttle, watchlist
 from watches.charts import price_chart
-from watches.forms import AddByLinkForm, WatchForm
+from watches.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.history import load_points
-from watches.models import Listing, PricePoint, Watch
+from watches.models import Listing, PricePoint, Product, Watch
 from watches.pagecache import CSRF_PLACEHOLDER
 from watches.triggers import LOW_WINDOW
 
@@ -29,10 +29,18 @@ ADD_PER_MINUTE = 10
 
 @require_http_methods(["GET", "HEAD"])
 def home(request: HttpRequest) -> HttpResponse:
-    return _render_home(request, AddByLinkForm())
+    return _render_home(request)
 
 
-def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 200) -> HttpResponse:
+def _render_home(
+    request: HttpRequest,
+    add_form: AddByLinkForm | None = None,
+    status: int = 200,
+    *,
+    jan_form: AddByJanForm | None = None,
+) -> HttpResponse:
+    add_form = add_form or AddByLinkForm()
+    jan_form = jan_form or AddByJanForm()
     query = search.normalise(request.GET.get("q", ""))
     category = request.GET.get("category", "")[:100]
     page_number = _page_number(request.GET.get("page"))
@@ -65,6 +73,7 @@ def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 20
             "results_html": results,
             "add_form": add_form,
             "add_field_html": add_field,
+            "jan_form": jan_form,
         },
         status=status,
     )
@@ -78,12 +87,12 @@ def _chips(query: str, category: str) -> str:
 def _results(query: str, category: str, page_number: int) -> str:
     page = Paginator(search.search(query, category), PAGE_SIZE).get_page(page_number)
     browsing = bool(query or category)
-    context = {
-        "query": query,
-        "category": category,
-        "page": page,
-        "cheap": [] if browsing or page.number > 1 else list(search.cheap_now()),
-    }
+    cheap = [] if browsing or page.number > 1 else list(search.cheap_now())
+    rows = [*page, *cheap]
+    summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
+    for row in rows:
+        row.offers_from = summaries.get(row.product_id)
+    context = {"query": query, "category": category, "page": page, "cheap": cheap}
     return render_to_string("watches/_results.html", context)
 
 
@@ -110,11 +119,13 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
             )
         else:
             try:
-                listing = intake.find_or_add(form.ref)
+                found = product_intake.add_by_link(form.ref)
             except intake.IntakeError as error:
                 form.add_error("link", error.message)
             else:
-                return redirect("listing", listing.pk)
+                if isinstance(found, Product):
+                    return redirect("product", found.pk)
+                return redirect("listing", found.pk)
     return _render_home(request, form)
 
 
