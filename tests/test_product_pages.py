@@ -185,3 +185,17 @@ def test_watching_a_product_is_one_watch_per_trigger(client, product):
             f"/products/{product.pk}/", {"trigger": Trigger.TARGET_PRICE, "target_price": target}
         )
     assert Watch.objects.get().target_price == 480
+
+
+def test_the_product_pages_in_japanese_have_no_english_left(client, product):
+    from django.core.management import call_command
+
+    from tests.test_i18n import english_left
+
+    call_command("compile_translations")
+    ja = {"accept-language": "ja"}
+    body = client.get(f"/products/{product.pk}/", headers=ja).content.decode()
+    assert "各ショップの価格" in body and english_left(body) == []
+    refused = client.post("/products/add", {"jan": "4901750404408"}, headers=ja)
+    assert "チェックデジット" in refused.content.decode()
+    assert english_left(refused.content.decode()) == []
