@@ -89,14 +89,14 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "in_stock": product.in_stock,
                 "last_polled_at": now,
                 "jan": item.jan,
-                "product": _product(item),
+                "product": _product(item, now),
             },
         )
         created["listings"] += made
         if item.jan and (not product.jan or listing.product_id is None):
             # A demo seeded before products: its items join their products now.
             DemoProduct.objects.filter(pk=product.pk).update(jan=item.jan, shop_name=item.shop)
-            Listing.objects.filter(pk=listing.pk).update(jan=item.jan, product=_product(item))
+            Listing.objects.filter(pk=listing.pk).update(jan=item.jan, product=_product(item, now))
         if not listing.price_points.exists():
             PricePoint.objects.bulk_create(
                 PricePoint(
@@ -114,7 +114,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     return created
 
 
-def _product(item: DemoItem) -> Product | None:
+def _product(item: DemoItem, now: dt.datetime) -> Product | None:
     """The product a demo item is one shop's offer of (several demo shops sell it)."""
     if not item.jan:
         return None
@@ -124,6 +124,8 @@ def _product(item: DemoItem) -> Product | None:
             "name": item.name,
             "units_per_pack": item.units,
             "unit_label": item.unit_label,
+            # Its offers are seeded "just polled", as every demo listing is.
+            "last_polled_at": now,
         },
     )
     return product

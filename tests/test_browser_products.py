@@ -39,6 +39,9 @@ def test_add_a_product_by_jan_see_its_offers_and_watch_it(browser, live_server, 
     context, page = new_page(browser, 360, 740, "en-US")
     page.goto(f"{live_server.url}/")
     page.get_by_text("Compare every shop: add a product by its JAN code").click()
+    # Chromium on Linux has no BarcodeDetector: no Scan button, typing is the way.
+    assert page.evaluate("typeof window.BarcodeDetector") == "undefined"
+    assert page.get_by_role("button", name="Scan the barcode").count() == 0
     page.get_by_label("JAN code (the barcode's digits)").fill("４９０１７５０ ４０４４０６")
     page.get_by_role("button", name="Find every shop").click()
     product = Product.objects.get(jan=JAN)
@@ -59,6 +62,36 @@ def test_add_a_product_by_jan_see_its_offers_and_watch_it(browser, live_server, 
     assert page.get_by_role("heading", name="You are watching this").is_visible()
     watch = Watch.objects.get()
     assert (watch.product, watch.target_price) == (product, 500)
+    context.close()
+
+
+# A phone's browser, as far as the page can tell: a BarcodeDetector that reads the pack's code
+# and a camera (a canvas stream).
+FAKE_CAMERA = """
+window.BarcodeDetector = class {
+  constructor(options) { window.__formats = options.formats; }
+  detect(source) { return Promise.resolve([{rawValue: "%s", format: "ean_13"}]); }
+};
+navigator.mediaDevices.getUserMedia = function () {
+  const canvas = document.createElement("canvas");
+  canvas.width = 32; canvas.height = 32;
+  canvas.getContext("2d").fillRect(0, 0, 32, 32);
+  return Promise.resolve(canvas.captureStream());
+};
+"""
+
+
+def test_where_the_browser_reads_barcodes_scanning_adds_the_product(browser, live_server, shops):
+    context, page = new_page(browser, 360, 740, "en-US")
+    context.add_init_script(FAKE_CAMERA % JAN)
+    page.goto(f"{live_server.url}/")
+    page.get_by_text("Compare every shop: add a product by its JAN code").click()
+    page.get_by_role("button", name="Scan the barcode").click()
+    product_url = "**/products/*/"
+    page.wait_for_url(product_url)
+    assert page.evaluate("window.__formats") is None  # a new page: the detector's job is done
+    assert Product.objects.get().jan == JAN
+    assert page.locator("table.offers tbody tr").count() == 4
     context.close()
 
 

@@ -291,3 +291,27 @@ def test_yahoo_has_its_own_limiter_keyed_by_its_application_id(stocked, settings
     assert adapter.limiter is limiter
     adapter.offers([JAN, OTHER_JAN])
     assert slept == [1.0]  # the second request waited its slot
+
+
+# --- registration ----------------------------------------------------------------------------
+
+
+def test_yahoo_is_registered_when_an_application_id_is_set_and_then_no_demo_runs():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import django, json; django.setup(); from django.conf import settings; "
+        "print(json.dumps(settings.MARKETPLACE_ADAPTERS))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "yasugoro.settings", "YAHOO_APP_ID": "x"}
+    for name in ("DEMO_MARKET", "DEBUG", "RAKUTEN_APP_ID"):
+        env.pop(name, None)
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == {"yahoo": "watches.marketplaces.yahoo.YahooMarketplace"}

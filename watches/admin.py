@@ -121,7 +121,9 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         "elsewhere",
     )
     list_filter = ("source", "paused", "in_stock", PollingHealthFilter, "category")
-    search_fields = ("name", "item_code")
+    search_fields = ("name", "item_code", "=jan")
+    # A listing's JAN code, set here, lets its page find every shop's offer (its product).
+    raw_id_fields = ("product",)
     actions = ["pause_selected"]
     list_per_page = 50
 
