@@ -199,3 +199,37 @@ def test_the_product_pages_in_japanese_have_no_english_left(client, product):
     refused = client.post("/products/add", {"jan": "4901750404408"}, headers=ja)
     assert "チェックデジット" in refused.content.decode()
     assert english_left(refused.content.decode()) == []
+
+
+# --- my watches and editing a product watch -------------------------------------------------
+
+
+def made_watch(client, product, **data):
+    client.post(f"/products/{product.pk}/", {"trigger": Trigger.TARGET_PRICE, **data})
+    return Watch.objects.get()
+
+
+def test_my_watches_links_a_product_watch_to_its_product(client, product):
+    made_watch(client, product, target_price="500")
+    page = client.get("/watches/").content.decode()
+    assert f'href="/products/{product.pk}/"' in page and "every shop" in page
+
+
+def test_editing_a_product_watch_offers_the_product_triggers(client, product):
+    watch = made_watch(client, product, target_price="500")
+    page = client.get(f"/watches/{watch.pk}/edit/").content.decode()
+    assert "Any shop at or below my price" in page and 'value="lowest"' not in page
+    response = client.post(
+        f"/watches/{watch.pk}/edit/", {"trigger": Trigger.TARGET_PRICE, "target_price": "480"}
+    )
+    assert response.status_code == 302
+    watch.refresh_from_db()
+    assert (watch.product, watch.target_price) == (product, 480)
+
+
+def test_a_product_watch_cannot_be_edited_into_a_trigger_products_do_not_have(client, product):
+    watch = made_watch(client, product, target_price="500")
+    response = client.post(f"/watches/{watch.pk}/edit/", {"trigger": Trigger.LOWEST})
+    assert response.status_code == 200 and response.context["form"].errors["trigger"]
+    watch.refresh_from_db()
+    assert watch.trigger == Trigger.TARGET_PRICE

@@ -230,7 +230,7 @@ def live_watches(device: Device | None) -> QuerySet[Watch]:
     )
     return (
         Watch.live.filter(device=device)
-        .select_related("listing")
+        .select_related("listing", "product")
         .annotate(first_seen=Subquery(first_seen))
         .order_by("-created_at", "-id")
     )
