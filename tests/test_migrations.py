@@ -101,3 +101,26 @@ def test_the_demo_move_migrates_back_with_no_row_lost_and_forward_again(made_at_
 def test_the_fixture_database_is_not_the_test_database(made_at_main):
     connection, _ = made_at_main
     assert connection.settings_dict["NAME"] != connections["default"].settings_dict["NAME"]
+
+
+def test_listings_made_at_main_are_nobodys_offers_and_products_migrate_back(made_at_main):
+    connection, written = made_at_main
+    now = migrate(connection)
+    alias = connection.alias
+    listings = now.get_model("watches", "Listing")._default_manager.using(alias)
+    assert listings.exists()
+    assert set(listings.values_list("product_id", "jan")) == {(None, "")}
+
+    product = (
+        now.get_model("watches", "Product")
+        ._default_manager.using(alias)
+        .create(jan="4901750404406", name="スコッティ 12ロール", units_per_pack=12)
+    )
+    listings.filter(source="demo").update(product=product, jan=product.jan)
+    # Back to before products: the offer stays a listing, only its product is gone.
+    back = migrate(connection, {"watches": "0007_email_and_quiet_hours"})
+    kept = {"watches.Listing": carried(written)["watches.Listing"]}
+    assert snapshot(back, alias, kept) == kept
+    assert "watches_product" not in tables_and_columns(connection)
+    again = migrate(connection)
+    assert snapshot(again, alias, kept) == kept

@@ -147,8 +147,14 @@ def test_a_renamed_listing_is_found_by_its_new_name_only():
 
 
 def test_a_deleted_listing_leaves_the_index(catalogue):
-    Listing.objects.filter(item_code="tp-scottie-12r").delete()
+    # Every demo shop's offer of it (one product, several shops).
+    Listing.objects.filter(item_code__startswith="tp-scottie-12r").delete()
     assert codes("scottie") == set()
+
+
+def test_a_products_offers_are_found_once_as_its_first_offer(catalogue):
+    assert Listing.objects.filter(item_code__startswith="tp-scottie-12r").count() == 5
+    assert codes("scottie") == {"tp-scottie-12r"}
 
 
 def test_install_is_idempotent_and_repairs_missing_triggers(catalogue):

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from watches import units
 from watches.intake import MAX_INPUT, IntakeError, ItemRef, parse_item_ref
 from watches.models import Listing, NotifyVia, Trigger
+from watches.product_intake import parse_jan
 from watches.triggers import DEFAULT_DROP_PERCENT
 from watches.watchlist import WatchParams
 
@@ -269,3 +270,49 @@ class QuietHoursForm(forms.Form):
         if start is not None and start == end:
             raise forms.ValidationError(_("The window must end at another time than it starts."))
         return data
+
+
+class ProductWatchForm(WatchForm):
+    """A watch on every shop's offer of a product: the triggers that make sense across shops
+    ("any shop at or below", "the cheapest N % below typical", "back in stock anywhere").
+    `product` gives the pack size (units per pack, unit label) as a listing does."""
+
+    def __init__(self, *args, product, **kwargs) -> None:
+        super().__init__(*args, listing=product, **kwargs)
+        self.fields["trigger"].choices = [
+            (Trigger.TARGET_PRICE.value, _("Any shop at or below my price")),
+            (Trigger.PRICE_DROP.value, _("The cheapest drops by a percentage")),
+            (Trigger.BACK_IN_STOCK.value, _("Back in stock at any shop")),
+        ]
+        self.fields["target_price"].help_text = _(
+            "We tell you when any shop's price incl. shipping is at or below it."
+        )
+
+
+class AddByJanForm(forms.Form):
+    """A JAN code, typed or read by the camera. Only checked here; the view asks the
+    marketplaces."""
+
+    jan = forms.CharField(
+        label=_("JAN code (the barcode's digits)"),
+        max_length=64,
+        error_messages={
+            "required": _("Enter the JAN code: the 13 (or 8) digits under the barcode."),
+            "max_length": _("That is too long to be a JAN code."),
+        },
+        widget=forms.TextInput(
+            {
+                "placeholder": "4901234567894",
+                "autocomplete": "off",
+                "inputmode": "numeric",
+                "spellcheck": "false",
+            }
+        ),
+        help_text=_("13 or 8 digits, as printed under the barcode on the pack."),
+    )
+
+    def clean_jan(self) -> str:
+        try:
+            return parse_jan(self.cleaned_data["jan"])
+        except IntakeError as error:
+            raise forms.ValidationError(error.message, code=error.code) from None

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 class Source(models.TextChoices):
     DEMO = "demo", _("Demo market")
     RAKUTEN = "rakuten", _("Rakuten Ichiba")
+    YAHOO = "yahoo", _("Yahoo! Shopping")
 
 
 class Trigger(models.TextChoices):
@@ -41,11 +42,65 @@ class NotifyVia(models.TextChoices):
     BOTH = "both", _("Both")
 
 
+class Product(models.Model):
+    """One product whatever the shop: what a JAN code (the barcode on the pack) names. Its
+    listings (`offers`) are the shops' offers of it, on every marketplace."""
+
+    jan = models.CharField(
+        verbose_name=_("JAN code"),
+        max_length=13,
+        unique=True,
+        help_text=_("JAN code, 8 or 13 digits"),
+    )
+    name = models.CharField(verbose_name=_("name"), max_length=500, blank=True)
+    units_per_pack = models.PositiveIntegerField(
+        verbose_name=_("units per pack"),
+        null=True,
+        blank=True,
+        help_text=_("Rolls, grams, millilitres… per pack, for unit price"),
+    )
+    unit_label = models.CharField(
+        verbose_name=_("unit"), max_length=20, blank=True, help_text=_("e.g. roll, g, ml")
+    )
+    image_url = models.URLField(verbose_name=_("image URL"), max_length=1000, blank=True)
+    # When its offers were last asked for as a whole (one request for every shop's offer),
+    # and what went wrong then: the offers' own rows keep their prices.
+    last_polled_at = models.DateTimeField(verbose_name=_("last polled at"), null=True, blank=True)
+    last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("product")
+        verbose_name_plural = _("products")
+        indexes = [
+            # Polling: products least recently asked about first.
+            models.Index(fields=["last_polled_at"], name="product_poll_due"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.jan
+
+
 class Listing(models.Model):
-    """One item on one marketplace, with its price and stock as last seen."""
+    """One item on one marketplace, with its price and stock as last seen. When its JAN code
+    is known it is one shop's offer of a `Product`."""
 
     source = models.CharField(verbose_name=_("marketplace"), max_length=20, choices=Source.choices)
     item_code = models.CharField(verbose_name=_("item code"), max_length=200)
+    product = models.ForeignKey(
+        Product,
+        verbose_name=_("product"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="offers",
+    )
+    jan = models.CharField(
+        verbose_name=_("JAN code"),
+        max_length=13,
+        blank=True,
+        help_text=_("JAN code when known: the listing is then an offer"),
+    )
     name = models.CharField(verbose_name=_("name"), max_length=500, blank=True)
     shop_name = models.CharField(verbose_name=_("shop"), max_length=200, blank=True)
     category = models.CharField(verbose_name=_("category"), max_length=100, blank=True)
@@ -313,13 +368,25 @@ class LiveWatchManager(models.Manager):
 
 
 class Watch(models.Model):
-    """One device watching one listing with one trigger."""
+    """One device watching one listing with one trigger — or, with `product`, every shop's
+    offer of a product ("any shop at or below ¥X"). A product watch's `listing` is the offer
+    it follows now: the cheapest when it was made, then the one each detection fired on, so
+    the dispatcher's re-fetch and message name that shop."""
 
     device = models.ForeignKey(
         Device, verbose_name=_("device"), on_delete=models.CASCADE, related_name="watches"
     )
     listing = models.ForeignKey(
         Listing, verbose_name=_("listing"), on_delete=models.CASCADE, related_name="watches"
+    )
+    # Indexed (the foreign key's own index): product polling reads a product's watches.
+    product = models.ForeignKey(
+        Product,
+        verbose_name=_("product"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="watches",
     )
     trigger = models.CharField(verbose_name=_("trigger"), max_length=20, choices=Trigger.choices)
     target_price = models.PositiveIntegerField(
@@ -381,7 +448,7 @@ class Watch(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_trigger_display()} on {self.listing}"
+        return f"{self.get_trigger_display()} on {self.product or self.listing}"
 
     @property
     def is_live(self) -> bool:

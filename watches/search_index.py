@@ -48,6 +48,12 @@ _FIRST_BY_INDEX = (
     "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
 )
 _FIRST_BY_SCAN = "SELECT l.id FROM watches_listing l WHERE NOT l.paused"
+# A product's offers stand for it once, by its first active offer, as `search.search` shows
+# it (the product link's index serves the subquery).
+_ONE_PER_PRODUCT = (
+    " AND (l.product_id IS NULL OR l.id = (SELECT MIN(o.id) FROM watches_listing o"
+    " WHERE o.product_id = l.product_id AND NOT o.paused))"
+)
 # PostgreSQL prices a random page at 4 sequential ones (a spinning disk's ratio) and then
 # prefers reading the whole table to find `limit` matches over the trigram index, about 4x
 # slower here with the table cached (docs/decisions.md). 1.1 is the usual figure for data in
@@ -136,6 +142,7 @@ def first_matches(
     yields them: it stops at `limit` instead of finding every match."""
     where = [" AND l.search_text LIKE %s" + _LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
     params: list = ["%" + connection.ops.prep_for_like_query(term) + "%" for term in terms]
+    where.append(_ONE_PER_PRODUCT)
     if category:
         where.append(" AND l.category = %s")
         params.append(category)

@@ -2,12 +2,19 @@
 
 from django.urls import include, path
 
-from watches import views, views_device, views_email, views_watches
+from watches import views, views_device, views_email, views_products, views_watches
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("add/", views.add_by_link, name="add-by-link"),
     path("listings/<int:listing_id>/", views.listing_detail, name="listing"),
+    path(
+        "listings/<int:listing_id>/product",
+        views_products.listing_product,
+        name="listing-product",
+    ),
+    path("products/add", views_products.add_by_jan, name="add-by-jan"),
+    path("products/<int:product_id>/", views_products.product_detail, name="product"),
     path("watches/", views_watches.my_watches, name="my-watches"),
     path("watches/<int:watch_id>/edit/", views_watches.edit_watch, name="watch-edit"),
     path("watches/<int:watch_id>/pause", views_watches.pause_watch, name="watch-pause"),

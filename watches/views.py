@@ -16,11 +16,11 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from watches import devices, intake, pagecache, search, throttle, watchlist
+from watches import devices, intake, pagecache, product_intake, search, throttle, watchlist
 from watches.charts import price_chart
-from watches.forms import AddByLinkForm, WatchForm
+from watches.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.history import load_points
-from watches.models import Device, Listing, PricePoint, Watch
+from watches.models import Device, Listing, PricePoint, Product, Watch
 from watches.pagecache import CSRF_PLACEHOLDER
 from watches.triggers import LOW_WINDOW
 
@@ -42,14 +42,28 @@ def home(request: HttpRequest) -> HttpResponse:
             (),
             lambda csrf_token: _home_html(request, AddByLinkForm(), csrf_token),
         )
-    return _render_home(request, AddByLinkForm())
+    return _render_home(request)
 
 
-def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 200) -> HttpResponse:
-    return HttpResponse(_home_html(request, add_form, get_token(request)), status=status)
+def _render_home(
+    request: HttpRequest,
+    add_form: AddByLinkForm | None = None,
+    status: int = 200,
+    *,
+    jan_form: AddByJanForm | None = None,
+) -> HttpResponse:
+    html = _home_html(request, add_form or AddByLinkForm(), get_token(request), jan_form=jan_form)
+    return HttpResponse(html, status=status)
 
 
-def _home_html(request: HttpRequest, add_form: AddByLinkForm, csrf_token: str) -> str:
+def _home_html(
+    request: HttpRequest,
+    add_form: AddByLinkForm,
+    csrf_token: str,
+    *,
+    jan_form: AddByJanForm | None = None,
+) -> str:
+    jan_form = jan_form or AddByJanForm()
     query = search.normalise(request.GET.get("q", ""))
     category = request.GET.get("category", "")[:100]
     page_number = _page_number(request.GET.get("page"))
@@ -82,6 +96,7 @@ def _home_html(request: HttpRequest, add_form: AddByLinkForm, csrf_token: str) -
             "add_form": add_form,
             "add_field_html": add_field,
             "csrf_token": csrf_token,
+            "jan_form": jan_form,
         },
         request=request,
     )
@@ -101,12 +116,17 @@ def _results(query: str, category: str, page_number: int) -> str:
         listings = search.search("", category)
     page = Paginator(listings, PAGE_SIZE).get_page(page_number)
     browsing = bool(query or category)
+    cheap = [] if browsing or page.number > 1 else list(search.cheap_now())
+    rows = [*page, *cheap]
+    summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
+    for row in rows:
+        row.offers_from = summaries.get(row.product_id)
     context = {
         "query": query,
         "category": category,
         "page": page,
         "more": more,
-        "cheap": [] if browsing or page.number > 1 else list(search.cheap_now()),
+        "cheap": cheap,
     }
     return render_to_string("watches/_results.html", context)
 
@@ -134,11 +154,13 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
             )
         else:
             try:
-                listing = intake.find_or_add(form.ref)
+                found = product_intake.add_by_link(form.ref)
             except intake.IntakeError as error:
                 form.add_error("link", error.message)
             else:
-                return redirect("listing", listing.pk)
+                if isinstance(found, Product):
+                    return redirect("product", found.pk)
+                return redirect("listing", found.pk)
     return _render_home(request, form)
 
 

@@ -261,6 +261,22 @@ RAKUTEN_READ_TIMEOUT = env_float("RAKUTEN_READ_TIMEOUT", 10.0, minimum=0.01)
 RAKUTEN_MAX_WAIT_SECONDS = env_float("RAKUTEN_MAX_WAIT_SECONDS", 10.0, minimum=0)
 if RAKUTEN_APP_ID:
     MARKETPLACE_ADAPTERS["rakuten"] = "watches.marketplaces.rakuten.RakutenMarketplace"
+# Yahoo! Shopping Item Search v3: one item by code, or every shop's offer of a JAN code in one
+# request (watches.marketplaces.yahoo). Its budget is its own: 1 query/s per application id.
+YAHOO_APP_ID = env_str("YAHOO_APP_ID")
+YAHOO_API_URL = env_str(
+    "YAHOO_API_URL", "https://shopping.yahooapis.jp/ShoppingWebService/V3/itemSearch"
+)
+YAHOO_RATE_PER_SECOND = env_float("YAHOO_RATE_PER_SECOND", 1.0, minimum=0.01)
+YAHOO_CONNECT_TIMEOUT = env_float("YAHOO_CONNECT_TIMEOUT", 3.05, minimum=0.01)
+YAHOO_READ_TIMEOUT = env_float("YAHOO_READ_TIMEOUT", 10.0, minimum=0.01)
+YAHOO_MAX_WAIT_SECONDS = env_float("YAHOO_MAX_WAIT_SECONDS", 10.0, minimum=0)
+# Offers asked for per JAN code, cheapest first (the API answers at most 100 a request).
+YAHOO_OFFERS_PER_PRODUCT = env_int("YAHOO_OFFERS_PER_PRODUCT", 50, minimum=1)
+if YAHOO_OFFERS_PER_PRODUCT > 100:
+    raise ImproperlyConfigured("YAHOO_OFFERS_PER_PRODUCT must be at most 100 (the API's page)")
+if YAHOO_APP_ID:
+    MARKETPLACE_ADAPTERS["yahoo"] = "watches.marketplaces.yahoo.YahooMarketplace"
 
 # --- Price polling ------------------------------------------------------------------------
 POLL_MINUTES = env_int("POLL_MINUTES", 15, minimum=1)
@@ -285,7 +301,7 @@ if POLL_REFETCH_SHARE >= 1:
 # tick) is installed only with DEMO_MARKET: by default under DEBUG, or where no real
 # marketplace is configured (it is then the only one). A production with Rakuten has no demo
 # app, admin page, command or schedule; production apps never import it.
-DEMO_MARKET = env_bool("DEMO_MARKET", DEBUG or not RAKUTEN_APP_ID)
+DEMO_MARKET = env_bool("DEMO_MARKET", DEBUG or not (RAKUTEN_APP_ID or YAHOO_APP_ID))
 # Move the demo market on a schedule (`demo-tick`), so a running `make run` shows detections,
 # sends and drops on its own.
 DEMO_TICK = env_bool("DEMO_TICK", DEBUG and DEMO_MARKET)

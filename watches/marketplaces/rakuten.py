@@ -33,8 +33,13 @@ from django.utils import timezone
 
 from common.retry_after import parse_retry_after
 from common.text import clip
-from common.weburl import NotAWebURL, parse_web_url
 from monitoring.counters import count_marketplace_request
+from watches.marketplaces.answers import MAX_DETAIL as _MAX_DETAIL
+from watches.marketplaces.answers import Malformed as _Malformed
+from watches.marketplaces.answers import field as _field
+from watches.marketplaces.answers import optional as _optional
+from watches.marketplaces.answers import request_failed as _detail
+from watches.marketplaces.answers import safe_url as _safe_url
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
 from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
 
@@ -42,8 +47,6 @@ log = logging.getLogger("watches.marketplaces.rakuten")
 
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
-_MAX_DETAIL = 150
-_MAX_URL = 1000
 
 
 class RakutenMarketplace:
@@ -161,10 +164,6 @@ def budget() -> Budget:
     return Budget({app_id: limiter_for("rakuten", app_id, rate) for app_id in app_ids()})
 
 
-class _Malformed(Exception):
-    pass
-
-
 def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResult:
     """Read a `formatVersion=2` answer for one item code. Raises _Malformed."""
     count = _field(data, "count", int)
@@ -200,40 +199,3 @@ def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchRes
         image_url=_safe_url(images[0] if images else None),
         shop_name=(_optional(item, "shopName", str) or "")[:200],
     )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    if key not in data:
-        raise _Malformed(f"missing field {key}")
-    return _typed(data, key, kind)
-
-
-def _optional(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    if data.get(key) is None:
-        return None
-    return _typed(data, key, kind)
-
-
-def _typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    value = data[key]
-    # bool is an int to Python, never to the API.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _Malformed(f"{key} must be {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _safe_url(url: str | None) -> str:
-    """Only plain https links are kept: they end up in admin links and notification icons."""
-    if not url or len(url) > _MAX_URL:
-        return ""
-    try:
-        parsed = parse_web_url(url)
-    except NotAWebURL:
-        return ""
-    return url if parsed.scheme == "https" else ""
-
-
-def _detail(what: str, exc: Exception) -> str:
-    # Only the exception's type: its text carries the request URL, application id included,
-    # and this detail is shown to staff.
-    return clip(f"{what}: {type(exc).__name__}", _MAX_DETAIL)
