@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,9 +35,10 @@ def postgres_available() -> bool:
 
 
 def django_on_temp_postgres(name: str) -> str:
-    """Create database `yasugoro_bench_<name>` on the local PostgreSQL (dropped at exit),
-    point Django at it and migrate. Returns its URL."""
-    database = f"yasugoro_bench_{name}"
+    """Create database `yasugoro_bench_<name>_<pid>` on the local PostgreSQL (dropped at
+    exit), point Django at it and migrate. Returns its URL. The process id keeps two runs (two
+    checkouts on one server) from dropping each other's database."""
+    database = f"yasugoro_bench_{name}_{os.getpid()}"
     admin = ["psql", f"{PG_SERVER}/postgres", "-q", "-c"]
     subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'], check=True)
     subprocess.run([*admin, f'CREATE DATABASE "{database}"'], check=True)
@@ -70,6 +72,9 @@ def _temp_folder(name: str) -> Path:
 
 
 def _start_django(database_url: str, folder: Path) -> None:
+    # A bench stopped by SIGTERM (a timeout, `kill`) still runs its atexit clean-up: the
+    # temporary folder, the PostgreSQL database, the server it started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yasugoro.settings")

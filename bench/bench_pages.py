@@ -1,4 +1,5 @@
-"""Pages: `wrk` against the home page and a listing page, with 10,000 listings and 1,000,000
+"""Pages: `wrk` against the home page and a listing page (as a first-time visitor gets them:
+no cookie, so the cached whole page, `watches.pagecache.page`), with 10,000 listings and 1,000,000
 price points in the database, served by gunicorn with the deployment's settings (Procfile:
 3 sync workers, access log on, DEBUG off) — requests/s and p99 latency, beside a minimal
 Django view on the same server (same middleware, no database: `bench/pages_urls.py`). On
@@ -30,7 +31,8 @@ import time
 from pathlib import Path
 
 DURATION = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+# At least three rounds: a median of fewer says little on a shared machine.
+ROUNDS = max(int(sys.argv[2]) if len(sys.argv) > 2 else 3, 3)
 LISTINGS = 10_000
 POINTS = 1_000_000
 WORKERS = 3  # the Procfile's default WEB_CONCURRENCY
@@ -164,6 +166,33 @@ def wrk(url: str, seconds: int, script: str | None = None) -> tuple[float, float
     return rps, p99, int(bad.group(1)) if bad else 0
 
 
+def check_pages(base: str, listing_id: int) -> None:
+    """The URLs measured answer the real pages (not an error page that happens to be 200):
+    the home page lists listings, the listing page shows its name and the watch form, and
+    every form carries a real CSRF token, not the cache's placeholder."""
+    import requests
+
+    from watches.models import Listing
+    from watches.pagecache import CSRF_PLACEHOLDER
+
+    home = requests.get(f"{base}/", timeout=30).text
+    listing = requests.get(f"{base}/listings/{listing_id}/", timeout=30).text
+    name = Listing.objects.get(pk=listing_id).name
+    problems = [
+        what
+        for what, ok in (
+            ("home lists no listing", 'class="card listing-row"' in home),
+            ("the listing page lacks its name", name in listing),
+            ("the listing page lacks the watch form", 'id="watch"' in listing),
+            ("a CSRF placeholder was served", CSRF_PLACEHOLDER not in home + listing),
+            ("a form has no token", 'name="csrfmiddlewaretoken" value="' in home),
+        )
+        if not ok
+    ]
+    if problems:
+        raise SystemExit("the pages measured are not the real pages: " + "; ".join(problems))
+
+
 def _ms(text: str) -> float:
     value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
@@ -205,6 +234,7 @@ def run_one(vendor: str) -> bool:
     }
     results: dict[str, list[tuple[float, float, int]]] = {label: [] for label in urls}
     try:
+        check_pages(base, ids[LISTINGS // 2])
         for url, lua in urls.values():
             wrk(url, 2, lua)  # warm-up: imports, template loading, connections
         for _ in range(ROUNDS):
@@ -214,6 +244,8 @@ def run_one(vendor: str) -> bool:
         server.terminate()
         server.wait(15)
         shutil.rmtree(script.parent, ignore_errors=True)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"[{vendor}] load average at the end: {load} (on {os.cpu_count()} cores)")
     medians = {}
     for label, runs in results.items():
         rps = statistics.median(r for r, _, _ in runs)
@@ -222,14 +254,21 @@ def run_one(vendor: str) -> bool:
         medians[label] = (rps, p99)
         errors = f"   NON-2xx: {bad}" if bad else ""
         print(f"[{vendor}] {label:<26}{rps:>9.0f} req/s   p99 {p99:>7.1f} ms{errors}")
-    floor_rps, _ = medians["minimal view (baseline)"]
+    floor_rps, floor_p99 = medians["minimal view (baseline)"]
     ok = True
     for label in ("home", "listing page", "random listing pages"):
         rps, p99 = medians[label]
         judged = label != "random listing pages"
-        meets = rps / floor_rps >= 0.25 and p99 <= 30
-        ok = ok and (meets or not judged)
-        verdict = ("meets" if meets else "MISSES") + " the target" if judged else "(not judged)"
+        # Judged apart: on a loaded machine the p99 follows the load, and the minimal view's
+        # own p99 says how much of it the page is to blame for.
+        verdict = (
+            f"requests/s {'meet' if rps / floor_rps >= 0.25 else 'MISS'} the 0.25x target, "
+            f"p99 {'meets' if p99 <= 30 else 'MISSES'} the 30 ms target "
+            f"(the minimal view's own p99: {floor_p99:.1f} ms)"
+            if judged
+            else "(not judged)"
+        )
+        ok = ok and (not judged or (rps / floor_rps >= 0.25 and p99 <= 30))
         print(
             f"[{vendor}] ratio {label} / minimal: {rps / floor_rps:.2f} of the requests/s, "
             f"p99 {p99:.1f} ms — {verdict}"

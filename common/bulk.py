@@ -9,29 +9,89 @@ from django.db import connection, models
 
 
 def update_by_id(
-    model: type[models.Model], fields: Sequence[str], rows: Iterable[tuple[Any, Sequence[Any]]]
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Iterable[tuple[Any, Sequence[Any]]],
+    *,
+    locked: bool = False,
 ) -> int:
-    """For each (id, values) of `rows`, `UPDATE <table> SET <fields> = <values> WHERE id = …`,
-    all through one executemany; each value is prepared by its field exactly as the ORM would
-    save it. Cheaper than `bulk_update`, which builds a CASE over every id for every field.
-    Returns how many rows were given."""
+    """For each (id, values) of `rows`, `UPDATE <table> SET <fields> = <values> WHERE id = …`;
+    each value is prepared by its field exactly as the ORM would save it. Cheaper than
+    `bulk_update`, which builds a CASE over every id for every field. Returns how many rows
+    were given.
+
+    SQLite: one executemany. PostgreSQL: the rows locked lowest id first (unless the caller
+    says it holds their locks already, `locked`), then one `UPDATE … FROM unnest(<one array
+    per column>)` — one statement to parse whatever the number of rows (an executemany is a
+    statement per row, each composed and parsed anew)."""
     model_fields = [model._meta.get_field(name) for name in fields]
+    prepared: list[dict[tuple[type, Any], Any]] = [{} for _ in model_fields]
+
+    def prep(index: int, value: Any) -> Any:
+        # Rows often share a value (the same `now` for every baseline a batch moves), and
+        # preparing a datetime or a decimal costs more than the UPDATE it goes into: each
+        # distinct value is prepared once. Keyed by type too, so 1 and True stay apart.
+        try:
+            return prepared[index][(type(value), value)]
+        except KeyError:
+            done = prepared[index][(type(value), value)] = model_fields[index].get_db_prep_save(
+                value, connection
+            )
+            return done
+        except TypeError:  # unhashable (a dict for a JSON field): prepared every time
+            return model_fields[index].get_db_prep_save(value, connection)
+
     params = [
-        [
-            f.get_db_prep_save(value, connection)
-            for f, value in zip(model_fields, values, strict=True)
-        ]
-        + [pk]
+        [prep(i, value) for i, value in enumerate(values)] + [pk]
         # Lowest id first: two transactions updating overlapping rows then lock them in the
         # same order and cannot deadlock each other on PostgreSQL.
         for pk, values in sorted(rows, key=lambda row: row[0])
     ]
+    if any(len(row) != len(model_fields) + 1 for row in params):
+        raise ValueError(f"each row needs {len(model_fields)} values: {', '.join(fields)}")
     if not params:
         return 0
-    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
     table = connection.ops.quote_name(model._meta.db_table)
     pk = connection.ops.quote_name(model._meta.pk.column)
+    if connection.vendor == "postgresql":
+        _update_unnest(model, model_fields, params, lock=not locked)
+        return len(params)
+    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
     with connection.cursor() as cursor:
         # Only quoted identifiers are formatted in; every value is a parameter.
         cursor.executemany(f"UPDATE {table} SET {columns} WHERE {pk} = %s", params)  # noqa: S608
     return len(params)
+
+
+def _update_unnest(
+    model: type[models.Model],
+    model_fields: list[models.Field],
+    params: list[list[Any]],
+    *,
+    lock: bool,
+) -> None:
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    pk_field = model._meta.pk
+    pk = quote(pk_field.column)
+    all_fields = [*model_fields, pk_field]
+    names = [f"c{i}" for i in range(len(all_fields))]
+    arrays = ", ".join(f"%s::{f.cast_db_type(connection)}[]" for f in all_fields)
+    assignments = ", ".join(
+        f"{quote(f.column)} = u.{name}" for f, name in zip(model_fields, names, strict=False)
+    )
+    columns = [list(column) for column in zip(*params, strict=True)]
+    ids = columns[-1]
+    with connection.cursor() as cursor:
+        # The join below may visit the rows in any order: lock them in id order first, so
+        # two overlapping updates cannot deadlock. Only quoted identifiers are formatted in.
+        if lock:
+            cursor.execute(
+                f"SELECT 1 FROM {table} WHERE {pk} = ANY(%s) ORDER BY {pk} FOR UPDATE",  # noqa: S608
+                [ids],
+            )
+        cursor.execute(
+            f"UPDATE {table} AS t SET {assignments} "  # noqa: S608
+            f"FROM unnest({arrays}) AS u({', '.join(names)}) WHERE t.{pk} = u.{names[-1]}",
+            columns,
+        )

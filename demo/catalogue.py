@@ -3,7 +3,9 @@ demo market wanders around."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from watches.jan import check_digit
 
 
 @dataclass(frozen=True)
@@ -15,10 +17,17 @@ class DemoItem:
     units: int | None
     unit_label: str
     shipping: int | None = 0
+    jan: str = ""
+    shop: str = "Yasugoro Demo Shop"
+
+
+def _jan(body: str) -> str:
+    """A made-up JAN-13 with its check digit (the demo's products are not real ones)."""
+    return body + str(check_digit(body))
 
 
 # fmt: off
-CATALOGUE: tuple[DemoItem, ...] = (
+_ITEMS: tuple[DemoItem, ...] = (
     DemoItem(
         "tp-scottie-12r",
         "スコッティ フラワーパック トイレットペーパー 12ロール ダブル",
@@ -141,4 +150,47 @@ CATALOGUE: tuple[DemoItem, ...] = (
     DemoItem("dp-moony-m-64", "ムーニーマン エアフィット M 64枚", "おむつ", 1680, 64, "sheet"),
 )
 # fmt: on
+
+# Products sold by several demo shops: the item above (the first shop), then the others'
+# offers — (shop, price, shipping: 0 free, None unknown) — so the product page, "from ¥X at
+# N shops" and product watches have something to show under `make run`.
+_SHOPS: dict[str, tuple[str, tuple[tuple[str, int, int | None], ...]]] = {
+    "tp-scottie-12r": (
+        _jan("490175040440"),
+        (
+            ("ドラッグやすごろ", 568, 0),
+            ("日用品マート", 548, 350),
+            ("まとめ買い本舗", 530, None),
+            ("くらしの店", 612, 0),
+        ),
+    ),
+    "dt-attack-zero-2k": (
+        _jan("490130107765"),
+        (("ドラッグやすごろ", 1248, 0), ("日用品マート", 1180, 500), ("洗剤のヤマ", 1320, 0)),
+    ),
+    "cf-ucc-golden-1k": (
+        _jan("490120116452"),
+        (("珈琲問屋", 1490, 0), ("日用品マート", 1420, 650), ("くらしの店", 1620, None)),
+    ),
+    "pf-chao-churu-60": (
+        _jan("490160910143"),
+        (("ペットのやすごろ", 1880, 0), ("日用品マート", 1790, 600)),
+    ),
+}
+
+
+def _with_shops(items: tuple[DemoItem, ...]) -> tuple[DemoItem, ...]:
+    result: list[DemoItem] = []
+    for item in items:
+        jan, others = _SHOPS.get(item.code, ("", ()))
+        result.append(replace(item, jan=jan))
+        for number, (shop, price, shipping) in enumerate(others, start=2):
+            code = f"{item.code}-s{number}"
+            result.append(
+                replace(item, code=code, price=price, shipping=shipping, jan=jan, shop=shop)
+            )
+    return tuple(result)
+
+
+CATALOGUE: tuple[DemoItem, ...] = _with_shops(_ITEMS)
 LIST_PRICE = {item.code: item.price for item in CATALOGUE}

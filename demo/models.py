@@ -19,6 +19,8 @@ class DemoProduct(models.Model):
         BAD_RESPONSE = "bad_response", _("Malformed response")
 
     item_code = models.CharField(max_length=100, unique=True)
+    # The product it is an offer of: the demo answers a JAN code with every shop's offer.
+    jan = models.CharField(max_length=13, blank=True, db_index=True)
     name = models.CharField(max_length=500)
     shop_name = models.CharField(max_length=200, default="Yasugoro Demo Shop")
     category = models.CharField(max_length=100, blank=True)

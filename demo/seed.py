@@ -13,7 +13,7 @@ from django.utils import timezone
 from demo.catalogue import CATALOGUE, DemoItem
 from demo.models import DemoProduct
 from watches.history import refresh_stats
-from watches.models import Channel, Device, Listing, PricePoint, Trigger, Watch
+from watches.models import Channel, Device, Listing, PricePoint, Product, Trigger, Watch
 
 
 def _history(
@@ -35,7 +35,10 @@ def _history(
         elif roll < 0.12:
             price = item.price  # back to list price
         else:
-            price = max(1, round(price * rng.uniform(0.985, 1.015)))
+            # Wobbles compound: kept within the band the demo tick walks in (72-110 % of the
+            # list price), so a seeded price is one the tick could have made.
+            wobbled = round(price * rng.uniform(0.985, 1.015))
+            price = min(max(wobbled, round(item.price * 0.72)), round(item.price * 1.1))
         in_stock = rng.random() > 0.02
         points.append((at, price, in_stock))
     if on_sale:
@@ -52,8 +55,12 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     notifications go to the console. Idempotent: running it again adds nothing."""
     now = now or timezone.now()
     created = {"products": 0, "listings": 0, "price_points": 0, "watches": 0}
-    for index, item in enumerate(CATALOGUE):
-        history = _history(item, now, on_sale=index % 4 == 0)
+    first_shops = [item.code for item in CATALOGUE if item.shop == DemoItem.shop]
+    for item in CATALOGUE:
+        # Every fourth item of the first shop ends its history on sale; other shops' offers
+        # of it wander on their own.
+        on_sale = item.code in first_shops and first_shops.index(item.code) % 4 == 0
+        history = _history(item, now, on_sale=on_sale)
         product, made = DemoProduct.objects.get_or_create(
             item_code=item.code,
             defaults={
@@ -63,6 +70,8 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "shipping": item.shipping,
                 "units_per_pack": item.units,
                 "unit_label": item.unit_label,
+                "jan": item.jan,
+                "shop_name": item.shop,
             },
         )
         created["products"] += made
@@ -79,9 +88,15 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "shipping": product.shipping,
                 "in_stock": product.in_stock,
                 "last_polled_at": now,
+                "jan": item.jan,
+                "product": _product(item, now),
             },
         )
         created["listings"] += made
+        if item.jan and (not product.jan or listing.product_id is None):
+            # A demo seeded before products: its items join their products now.
+            DemoProduct.objects.filter(pk=product.pk).update(jan=item.jan, shop_name=item.shop)
+            Listing.objects.filter(pk=listing.pk).update(jan=item.jan, product=_product(item, now))
         if not listing.price_points.exists():
             PricePoint.objects.bulk_create(
                 PricePoint(
@@ -97,6 +112,23 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     created["watches"] = _seed_demo_watcher()
     refresh_stats(Listing.objects.filter(source="demo").values_list("id", flat=True), now)
     return created
+
+
+def _product(item: DemoItem, now: dt.datetime) -> Product | None:
+    """The product a demo item is one shop's offer of (several demo shops sell it)."""
+    if not item.jan:
+        return None
+    product, _ = Product.objects.get_or_create(
+        jan=item.jan,
+        defaults={
+            "name": item.name,
+            "units_per_pack": item.units,
+            "unit_label": item.unit_label,
+            # Its offers are seeded "just polled", as every demo listing is.
+            "last_polled_at": now,
+        },
+    )
+    return product
 
 
 DEMO_DEVICE_MARK = "demo-watcher"
@@ -118,10 +150,25 @@ def _seed_demo_watcher() -> int:
         ("tp-nepia-18r", Trigger.TARGET_PRICE, {"target_price": 60, "use_unit_price": True}),
     ]
     made = 0
+    # Any demo shop selling Scottie 12 rolls at ¥540 or less (a product watch).
+    scottie = Listing.objects.get(source="demo", item_code="tp-scottie-12r")
+    _, was_made = Watch.objects.get_or_create(
+        device=device,
+        product=scottie.product,
+        trigger=Trigger.TARGET_PRICE,
+        removed_at=None,
+        defaults={"listing": scottie, "target_price": 540},
+    )
+    made += was_made
     for code, trigger, params in wanted:
         listing = Listing.objects.get(source="demo", item_code=code)
         _, was_made = Watch.objects.get_or_create(
-            device=device, listing=listing, trigger=trigger, removed_at=None, defaults=params
+            device=device,
+            listing=listing,
+            product=None,
+            trigger=trigger,
+            removed_at=None,
+            defaults=params,
         )
         made += was_made
     return made

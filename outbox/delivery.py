@@ -29,6 +29,7 @@ DELIVERY_OUTCOME: dict[DeliveryKind, tuple[Status, Reason]] = {
     DeliveryKind.SERVER: (Status.RETRY, Reason.DELIVER_SERVER),
     DeliveryKind.GONE: (Status.DROPPED, Reason.SUBSCRIPTION_GONE),
     DeliveryKind.REJECTED: (Status.FAILED, Reason.DELIVER_REJECTED),
+    DeliveryKind.BOUNCED: (Status.DROPPED, Reason.RECIPIENT_REFUSED),
 }
 
 

@@ -8,7 +8,8 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
 3. claims them atomically in batches (one conditional UPDATE per batch; `FOR UPDATE SKIP
    LOCKED` on PostgreSQL), so any number of dispatchers can run at once (`outbox.claims`);
 4. drops rows whose watch was removed or paused, whose listing was paused, or whose device
-   has no subscription (`outbox.recheck`);
+   has no subscription (`outbox.recheck`), and holds rows whose device is in its quiet
+   hours until the window ends (`outbox.holds`);
 5. re-fetches each listing through `watches.services.refetch` — once per cycle while the
    answer is at most OUTBOX_REFETCH_MAX_AGE old, again (once per batch) when it is older —
    which keeps the answer by the same rule as price polling (a history point or not, the
@@ -43,6 +44,7 @@ from django.utils import timezone
 from outbox.claims import claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
+from outbox.holds import hold_quiet_rows
 from outbox.lease import Lease
 from outbox.models import DispatchRun, Outbox, Status
 from outbox.recheck import Decision, decide, guard
@@ -140,11 +142,15 @@ def run_cycle(
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
     with Lease(cycle.holder, {row.pk: row.attempts for row in rows}, cycle.clock) as lease:
-        decisions = _decide_and_deliver(cycle, rows, lease)
-    return record(rows, decisions, cycle.holder, cycle.clock)
+        decisions, held = _decide_and_deliver(cycle, rows, lease)
+    return record(rows, decisions, cycle.holder, cycle.clock) + held
 
 
-def _decide_and_deliver(cycle: _Cycle, rows: list[Outbox], lease: Lease) -> dict[int, Decision]:
+def _decide_and_deliver(
+    cycle: _Cycle, rows: list[Outbox], lease: Lease
+) -> tuple[dict[int, Decision], Counter[Status]]:
+    """The decisions for a batch's rows, deliveries made; and what the quiet-hours hold
+    already recorded."""
     decisions: dict[int, Decision] = {}
     live: list[Outbox] = []
     for row in rows:
@@ -153,6 +159,7 @@ def _decide_and_deliver(cycle: _Cycle, rows: list[Outbox], lease: Lease) -> dict
             decisions[row.pk] = Decision(Status.DROPPED, reason)
         else:
             live.append(row)
+    live, held = hold_quiet_rows(live, cycle.holder, cycle.clock())
 
     fresh = _refetch(cycle, {row.watch.listing_id: row.watch.listing for row in live})
     decisions.update(decide(live, {pk: result for pk, (_, result) in fresh.items()}))
@@ -169,7 +176,7 @@ def _decide_and_deliver(cycle: _Cycle, rows: list[Outbox], lease: Lease) -> dict
             decisions[row.pk].data["fresh_age_seconds"] = age
         for row, delivery in deliver_all(to_send, cycle.clock, lease):
             apply_delivery(decisions[row.pk], delivery)
-    return decisions
+    return decisions, held
 
 
 def _refetch(

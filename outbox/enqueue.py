@@ -9,6 +9,8 @@ and not `bulk_create(ignore_conflicts=True)` (it cannot tell what was inserted).
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,8 @@ _COLUMNS = (
 )
 # Rows per INSERT: 16 parameters each stays far below SQLite's 32,766.
 _CHUNK = 500
+# Rows per INSERT on PostgreSQL, where a statement has six array parameters whatever its rows.
+_PG_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,41 @@ class Detection:
         )
 
 
+def _fresh_row(now: dt.datetime) -> dict[str, Any]:
+    """The columns every newly enqueued row starts with, whatever it detected."""
+    return {
+        "status": Status.PENDING.value,
+        "previous_status": "",
+        "reason": "",
+        "detail": "",
+        "retry_count": 0,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "claimed_by": "",
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def detections_for(
+    watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]
+) -> list[Detection]:
+    """One detection per channel that reaches the watch's device right now (its push
+    channel, its confirmed e-mail address, or both: `Device.receiving_channels`). Each becomes
+    its own row, re-checked and recorded on its own."""
+    return [
+        Detection(
+            watch_id=watch.pk,
+            device_id=watch.device_id,
+            channel=channel,
+            trigger=watch.trigger,
+            detected_at=detected_at,
+            payload=payload,
+        )
+        for channel in watch.device.receiving_channels
+    ]
+
+
 def enqueue(watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]) -> bool:
     """Enqueue one notification for `watch`. True only when a row was really inserted; False
     when the database folded it into the row already holding that watch/trigger/day/channel."""
@@ -75,6 +114,8 @@ def enqueue(watch: Watch, detected_at: dt.datetime, payload: Mapping[str, Any]) 
 def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = None) -> int:
     """Enqueue many detections in few statements. Returns how many rows were inserted."""
     now = now or timezone.now()
+    if connection.vendor == "postgresql":
+        return _enqueue_unnest(detections, now)
     fields = [Outbox._meta.get_field(name) for name in _COLUMNS]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -103,18 +144,7 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     by_name = {f.name: f for f in fields}
     shared = {
         name: by_name[name].get_db_prep_save(value, connection)
-        for name, value in {
-            "status": Status.PENDING.value,
-            "previous_status": "",
-            "reason": "",
-            "detail": "",
-            "retry_count": 0,
-            "attempts": 0,
-            "next_attempt_at": now,
-            "claimed_by": "",
-            "created_at": now,
-            "updated_at": now,
-        }.items()
+        for name, value in _fresh_row(now).items()
     }
     times: dict[dt.datetime, Any] = {}
 
@@ -139,4 +169,41 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
             if len(batch) >= _CHUNK:
                 inserted += flush()
         inserted += flush()
+    return inserted
+
+
+def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
+    """PostgreSQL: one `INSERT … SELECT FROM unnest(arrays)` per _PG_CHUNK rows — six array
+    parameters, one per column that differs between rows, the rest constants. A VALUES list
+    of 500 rows is 8,000 parameters that psycopg binds into the statement text and
+    PostgreSQL parses anew each time (docs/decisions.md has the measurements)."""
+    fields = {name: Outbox._meta.get_field(name) for name in _COLUMNS}
+    column = {name: connection.ops.quote_name(f.column) for name, f in fields.items()}
+    table = connection.ops.quote_name(Outbox._meta.db_table)
+    varying = ("watch", "device", "channel", "trigger", "detected_at", "detected_payload")
+    constants = _fresh_row(now)
+    names = [*varying, *constants]
+    # Only quoted identifiers are formatted in; every value is a parameter.
+    sql = (
+        f"INSERT INTO {table} ({', '.join(column[name] for name in names)}) "  # noqa: S608
+        "SELECT u.*, " + ", ".join(["%s"] * len(constants)) + " FROM unnest("
+        "%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::jsonb[]"
+        ") AS u ON CONFLICT DO NOTHING"
+    )
+    encoder = fields["detected_payload"].encoder
+    shared = list(constants.values())
+    inserted = 0
+    rows = iter(detections)
+    with transaction.atomic(), connection.cursor() as cursor:
+        while chunk := list(itertools.islice(rows, _PG_CHUNK)):
+            arrays = (
+                [d.watch_id for d in chunk],
+                [d.device_id for d in chunk],
+                [d.channel for d in chunk],
+                [d.trigger for d in chunk],
+                [d.detected_at for d in chunk],
+                [json.dumps(dict(d.payload), cls=encoder) for d in chunk],
+            )
+            cursor.execute(sql, [*shared, *arrays])
+            inserted += cursor.rowcount
     return inserted

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from outbox.models import Outbox, OutboxEvent, Reason, Status
-from watches.models import Device, effective_price
+from watches.models import Channel, Device, effective_price
 
 # Kinds of entry, as the page shows them (also their CSS class). MAYBE_SENT: a row that did
 # not end `sent`, but whose message may have left before its dispatcher was lost.
@@ -39,6 +40,8 @@ WITHHELD_BECAUSE: dict[str, Promise] = {
         "This browser's notification permission had expired. Turn notifications on again in "
         "Settings."
     ),
+    Reason.NO_EMAIL: _("There was no confirmed e-mail address to send it to."),
+    Reason.RECIPIENT_REFUSED: _("Your mail server refused the address. Check it in Settings."),
     Reason.OUT_OF_STOCK: _("The item sold out before we could tell you."),
     Reason.ITEM_NOT_FOUND: _("The shop no longer lists this item."),
     Reason.CONDITION_LOST: _("The price went back up before we could tell you."),
@@ -86,6 +89,19 @@ RETRYING_BECAUSE: dict[str, Promise] = {
     Reason.DELIVER_NETWORK: _("The push service could not be reached; we will try again shortly."),
     Reason.DELIVER_SERVER: _("The push service had an error; we will try again shortly."),
     Reason.LEASE_EXPIRED: _("Sending was interrupted on our side; we will try again shortly."),
+    Reason.QUIET_HOURS: _("Held until %(time)s (quiet hours)."),
+}
+
+# The same delivery hold-ups of an e-mail row, in its own words (the tables above speak of
+# the push service).
+EMAIL_FAILED_BECAUSE: dict[str, Promise] = {
+    Reason.DELIVER_NETWORK: _("Our mail server could not be reached, even after several tries."),
+    Reason.DELIVER_SERVER: _("The mail server kept saying “later”, even after several tries."),
+    Reason.DELIVER_REJECTED: _("The mail server refused our message. That was our mistake."),
+}
+EMAIL_RETRYING_BECAUSE: dict[str, Promise] = {
+    Reason.DELIVER_NETWORK: _("The mail server could not be reached; we will try again shortly."),
+    Reason.DELIVER_SERVER: _("The mail server said “later”; we will try again shortly."),
 }
 
 _UNKNOWN = _("No reason was recorded.")
@@ -107,14 +123,15 @@ class Entry:
     checked_price: int | None = None
 
 
-def explain(reason: str, status: str) -> str:
-    """The plain words for `reason` on a row now in `status`."""
+def explain(reason: str, status: str, channel: str = "") -> str:
+    """The plain words for `reason` on a row of `channel` now in `status`."""
+    email = channel == Channel.EMAIL
     if status == Status.DROPPED:
         table = WITHHELD_BECAUSE
     elif status == Status.FAILED:
-        table = FAILED_BECAUSE
+        table = {**FAILED_BECAUSE, **EMAIL_FAILED_BECAUSE} if email else FAILED_BECAUSE
     elif status == Status.RETRY:
-        table = RETRYING_BECAUSE
+        table = {**RETRYING_BECAUSE, **EMAIL_RETRYING_BECAUSE} if email else RETRYING_BECAUSE
     else:
         return ""
     return str(table.get(reason, _UNKNOWN))
@@ -153,7 +170,7 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
         return Entry(
             row,
             WITHHELD,
-            explain(row.reason, status),
+            explain(row.reason, status, row.channel),
             None,
             "",
             row.updated_at,
@@ -161,9 +178,14 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
             checked_price=checked_price,
         )
     if status == Status.FAILED:
-        return Entry(row, FAILED, explain(row.reason, status), None, "", row.updated_at)
+        return Entry(
+            row, FAILED, explain(row.reason, status, row.channel), None, "", row.updated_at
+        )
     # pending, sending, retry: on the way
-    return Entry(row, ON_THE_WAY, explain(row.reason, status), None, "", row.detected_at)
+    words = explain(row.reason, status, row.channel)
+    if row.reason == Reason.QUIET_HOURS and status == Status.RETRY:
+        words = words % {"time": timezone.localtime(row.next_attempt_at).strftime("%H:%M")}
+    return Entry(row, ON_THE_WAY, words, None, "", row.detected_at)
 
 
 def device_rows(device: Device | None) -> QuerySet[Outbox]:

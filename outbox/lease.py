@@ -9,11 +9,11 @@ than OUTBOX_LEASE_SECONDS. So that this never happens under a live dispatcher:
   dispatcher also beats once right before the deliveries start, writing each row's
   `attempt_started_at` (the intent);
 - the send gate (`Lease.may_start`): a delivery starts only on a row still held, with at
-  least one delivery's worth of lease left (connect + read timeout) plus MARGIN; otherwise
+  least one delivery's worth of lease left (`delivery_budget`) plus MARGIN; otherwise
   the row is retried rather than sent by a dispatcher that may be about to lose it;
 - the floor (`check_settings`, at start-up): the heartbeat beats every
   (lease − delivery − MARGIN) / 2 seconds, so the lease left never falls below a delivery
-  plus MARGIN; that needs lease ≥ 2 × (connect + read timeout) + MARGIN, so that a beat is
+  plus MARGIN; that needs lease ≥ 2 × one delivery + MARGIN, so that a beat is
   due no less often than a delivery can take. The cycle budget plays no part: a lease no
   longer has to outlast a cycle, only the gap between two beats.
 """
@@ -39,8 +39,10 @@ MARGIN = 5.0
 
 
 def delivery_budget() -> float:
-    """The longest one delivery may take: the channel's connect and read timeouts."""
-    return settings.WEBPUSH_CONNECT_TIMEOUT + settings.WEBPUSH_READ_TIMEOUT
+    """The longest one delivery may take: Web Push's connect and read timeouts, or the
+    e-mail channel's socket timeout, whichever is longer."""
+    webpush = settings.WEBPUSH_CONNECT_TIMEOUT + settings.WEBPUSH_READ_TIMEOUT
+    return max(webpush, getattr(settings, "EMAIL_TIMEOUT", 0.0))
 
 
 def lease_floor() -> float:
@@ -53,8 +55,10 @@ def check_settings() -> None:
     if floor > settings.OUTBOX_LEASE_SECONDS:
         raise ImproperlyConfigured(
             f"OUTBOX_LEASE_SECONDS={settings.OUTBOX_LEASE_SECONDS} is too short: it must be at "
-            f"least 2 × (WEBPUSH_CONNECT_TIMEOUT {settings.WEBPUSH_CONNECT_TIMEOUT:g} + "
-            f"WEBPUSH_READ_TIMEOUT {settings.WEBPUSH_READ_TIMEOUT:g}) + margin {MARGIN:g} "
+            f"least 2 × the longest delivery {delivery_budget():g} (WEBPUSH_CONNECT_TIMEOUT "
+            f"{settings.WEBPUSH_CONNECT_TIMEOUT:g} + WEBPUSH_READ_TIMEOUT "
+            f"{settings.WEBPUSH_READ_TIMEOUT:g}, or EMAIL_TIMEOUT "
+            f"{getattr(settings, 'EMAIL_TIMEOUT', 0.0):g}) + margin {MARGIN:g} "
             f"= {floor:g} seconds (a heartbeat renews the lease every "
             "(lease − one delivery − margin) / 2 seconds)"
         )

@@ -38,6 +38,8 @@ class Reason(models.TextChoices):
     LISTING_PAUSED = "listing_paused", _("Listing paused")
     NO_SUBSCRIPTION = "no_subscription", _("No push subscription")
     SUBSCRIPTION_GONE = "subscription_gone", _("Push subscription gone")
+    NO_EMAIL = "no_email", _("No confirmed e-mail address")
+    RECIPIENT_REFUSED = "recipient_refused", _("Mail server refused the address")
     OUT_OF_STOCK = "out_of_stock", _("Out of stock")
     ITEM_NOT_FOUND = "item_not_found", _("Item not found")
     CONDITION_LOST = "condition_lost", _("Condition no longer holds")
@@ -54,6 +56,8 @@ class Reason(models.TextChoices):
     DELIVER_NETWORK = "deliver_network", _("Push service unreachable")
     DELIVER_SERVER = "deliver_server", _("Push service error")
     LEASE_EXPIRED = "lease_expired", _("Dispatcher lease expired")
+    # retry, not counted as one: held until the device's quiet hours end
+    QUIET_HOURS = "quiet_hours", _("Held for quiet hours")
     # failed at once: the push service refused the request itself (our bug, not transient)
     DELIVER_REJECTED = "deliver_rejected", _("Push service rejected the request")
     # pending again / due now: a staff lever

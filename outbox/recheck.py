@@ -2,7 +2,8 @@
 
 Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
 4. pre-guards drop rows whose watch was removed or paused, whose listing was paused, or whose
-   device has no subscription — without asking any marketplace;
+   device has no subscription (an e-mail row: no confirmed, working address) — without asking
+   any marketplace;
 5. each remaining row's listing was re-fetched once this cycle (`watches.services.refetch`);
    an error kind becomes a drop or a retry (`FETCH_OUTCOME`);
 6. the trigger is judged again on the fresh value (`watches.triggers.recheck`); of two rows
@@ -63,6 +64,8 @@ def guard(row: Outbox) -> Reason | None:
         return Reason.LISTING_PAUSED
     if row.channel == Channel.WEBPUSH and not device.can_receive:
         return Reason.NO_SUBSCRIPTION
+    if row.channel == Channel.EMAIL and not device.email_active:
+        return Reason.NO_EMAIL
     return None
 
 

@@ -77,6 +77,14 @@ def record(
             for row_id in won
             if outcomes[row_id].reason == Reason.SUBSCRIPTION_GONE
         )
+        services.record_bounces(
+            (
+                (by_row[row_id].device_id, by_row[row_id].device.email)
+                for row_id in won
+                if outcomes[row_id].reason == Reason.RECIPIENT_REFUSED
+            ),
+            now,
+        )
     return Counter(outcomes[row_id].to for row_id in won)
 
 

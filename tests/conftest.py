@@ -3,6 +3,8 @@ DATABASE_URL points at PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from django.db import connection
 
@@ -68,6 +70,18 @@ def _no_metrics_from_other_tests():
 
 
 @pytest.fixture
+def smtp_server(settings):
+    """A real SMTP server on 127.0.0.1; Django's mail goes to it for the test."""
+    from tests.fakes.smtp_server import FakeSmtpServer
+
+    server = FakeSmtpServer().start()
+    for name, value in server.settings().items():
+        setattr(settings, name, value)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def recording_channel(settings):
     """Route the console channel to a recorder of deliveries."""
     settings.OUTBOX_CHANNEL_CLASSES = {
@@ -98,17 +112,40 @@ def push_service(settings):
 def ichiba(settings):
     """A fake Rakuten Ichiba API on 127.0.0.1, configured as the `rakuten` marketplace."""
     from tests.fakes.ichiba import APP_ID, FakeIchiba
+
+    with _fake_marketplace(settings, FakeIchiba(), "rakuten", APP_ID) as fake:
+        yield fake
+
+
+@pytest.fixture
+def yahoo(settings):
+    """A fake Yahoo! Shopping Item Search API on 127.0.0.1, configured as the `yahoo`
+    marketplace."""
+    from tests.fakes.yahoo import APP_ID, FakeYahoo
+
+    with _fake_marketplace(settings, FakeYahoo(), "yahoo", APP_ID) as fake:
+        yield fake
+
+
+@contextlib.contextmanager
+def _fake_marketplace(settings, fake, source: str, app_id: str):
+    """Start `fake` and make it marketplace `source` (its settings are `<SOURCE>_…`; its
+    adapter `watches.marketplaces.<source>.<Source>Marketplace`) for one test."""
     from watches.marketplaces.ratelimit import forget_limiter
 
-    fake = FakeIchiba().start()
-    settings.RAKUTEN_APP_ID = APP_ID
-    settings.RAKUTEN_API_URL = fake.url
+    prefix = source.upper()
+    fake.start()
+    setattr(settings, f"{prefix}_APP_ID", app_id)
+    setattr(settings, f"{prefix}_API_URL", fake.url)
     settings.MARKETPLACE_ADAPTERS = {
         **settings.MARKETPLACE_ADAPTERS,
-        "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+        source: f"watches.marketplaces.{source}.{source.title()}Marketplace",
     }
+    rate = getattr(settings, f"{prefix}_RATE_PER_SECOND")
     # The limiter is process-wide: a 429 in one test must not hold off the next.
-    forget_limiter(f"rakuten:{APP_ID}", settings.RAKUTEN_RATE_PER_SECOND)
-    yield fake
-    fake.stop()
-    forget_limiter(f"rakuten:{APP_ID}", settings.RAKUTEN_RATE_PER_SECOND)
+    forget_limiter(f"{source}:{app_id}", rate)
+    try:
+        yield fake
+    finally:
+        fake.stop()
+        forget_limiter(f"{source}:{app_id}", rate)

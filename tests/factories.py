@@ -11,7 +11,7 @@ from django.utils import timezone
 from demo.models import DemoProduct
 from outbox.models import DispatchRun, Outbox, OutboxEvent, Status
 from watches.devices import cookie_name, hash_token, new_token
-from watches.models import Channel, Device, Listing, Trigger, Watch
+from watches.models import Channel, Device, Listing, NotifyVia, Trigger, Watch
 
 
 class DemoProductFactory(factory.django.DjangoModelFactory):
@@ -70,6 +70,14 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     token_hash = factory.LazyFunction(lambda: secrets.token_hex(32))
     channel = Channel.CONSOLE
     language = "en"
+
+
+class EmailDeviceFactory(DeviceFactory):
+    """A device told by e-mail only, its address confirmed."""
+
+    notify_via = NotifyVia.EMAIL
+    email = factory.Sequence(lambda n: f"watcher{n}@mail.example")
+    email_confirmed_at = factory.LazyFunction(timezone.now)
 
 
 class SubscribedDeviceFactory(DeviceFactory):

@@ -17,7 +17,9 @@ from django.utils import timezone
 from outbox.models import Reason, Status
 from outbox.overview import short_duration
 from outbox.stats import WINDOWS, outbox_stats, parse_since
-from tests.factories import DispatchRunFactory, OutboxFactory, WatchFactory
+from tests.factories import DispatchRunFactory, ListingFactory, OutboxFactory, WatchFactory
+from tests.fakes.ichiba import APP_ID
+from watches.marketplaces.ratelimit import app_id_label
 
 pytestmark = pytest.mark.django_db
 
@@ -226,7 +228,8 @@ def test_overview_makes_a_handful_of_queries(django_assert_num_queries, seeded):
 
 def test_overview_page_query_count(admin_client, django_assert_num_queries, seeded):
     admin_client.get(OVERVIEW_URL)  # warm the session
-    with django_assert_num_queries(9):  # session, user, then the seven of the overview
+    # session, user, the seven of the overview, the coverage of watched listings
+    with django_assert_num_queries(10):
         assert admin_client.get(OVERVIEW_URL).status_code == 200
 
 
@@ -417,3 +420,22 @@ def test_retention_deletes_then_snapshots_so_nothing_gone_is_counted():
             },
         ).status
     )
+
+
+def test_overview_page_shows_the_marketplace_budget_and_watched_coverage(
+    admin_client, ichiba, settings
+):
+    now = timezone.now()
+    for minutes in (5, 30, 120):
+        WatchFactory(listing=ListingFactory(last_polled_at=now - dt.timedelta(minutes=minutes)))
+    response = admin_client.get(OVERVIEW_URL)
+    assert response.status_code == 200
+    marketplaces = response.context["marketplaces"]
+    (row,) = marketplaces["budgets"]
+    assert (row.source, row.app_id) == ("rakuten", app_id_label(APP_ID))
+    assert row.available == row.configured == settings.RAKUTEN_RATE_PER_SECOND * 60
+    assert row.used is None  # process-local limiter: not counted for the fleet
+    assert marketplaces["coverage"]["watched"] == 3
+    html = response.content.decode()
+    assert "33 % in 15 min · 67 % in 1 h" in html
+    assert app_id_label(APP_ID) in html and APP_ID not in html

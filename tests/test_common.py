@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from common.bulk import update_by_id
 from common.registry import configured_instance
@@ -165,3 +167,69 @@ def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
     values = dict(Watch.objects.values_list("pk", "last_notified_price"))
     assert values == {first.pk: Decimal("75.50"), second.pk: None, untouched.pk: None}
     assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the unnest statement is PostgreSQL's path"
+)
+@pytest.mark.django_db
+def test_update_by_id_on_postgresql_is_one_statement_whatever_the_rows():
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listings = ListingFactory.create_batch(30)
+    rows = [(listing.pk, (2000 + i, None)) for i, listing in enumerate(listings)]
+    with CaptureQueriesContext(connection) as queries:
+        assert update_by_id(Listing, ("price", "shipping"), rows) == 30
+    sql = [q["sql"] for q in queries]
+    assert len(sql) == 2 and "FOR UPDATE" in sql[0] and "unnest" in sql[1]
+    assert sorted(Listing.objects.values_list("price", "shipping")) == [
+        (2000 + i, None) for i in range(30)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        update_by_id(Listing, ("price",), [(listings[0].pk, (1,))], locked=True)
+    assert len(queries) == 1  # the caller holds the locks: no SELECT … FOR UPDATE
+    assert Listing.objects.get(pk=listings[0].pk).price == 1
+
+
+def test_email_url_becomes_djangos_email_settings():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from yasugoro.env import email_settings_from_url
+
+    values = email_settings_from_url("smtp+tls://user%40x:p%3Ass@smtp.example?timeout=7")
+    assert values["EMAIL_HOST"] == "smtp.example" and values["EMAIL_PORT"] == 587
+    assert values["EMAIL_HOST_USER"] == "user@x" and values["EMAIL_HOST_PASSWORD"] == "p:ss"
+    assert values["EMAIL_USE_TLS"] is True and values["EMAIL_USE_SSL"] is False
+    assert values["EMAIL_TIMEOUT"] == 7.0
+    assert email_settings_from_url("smtps://h:2465")["EMAIL_PORT"] == 2465
+    assert email_settings_from_url("smtps://h")["EMAIL_USE_SSL"] is True
+    assert email_settings_from_url("console:")["EMAIL_BACKEND"].endswith("console.EmailBackend")
+    for bad in ("http://h", "smtp://", "smtp://h:port", "smtp://h?timeout=soon"):
+        with pytest.raises(ImproperlyConfigured):
+            email_settings_from_url(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("EMAIL_URL", "http://mail.example"), ("SITE_URL", "yasugoro.example"), ("EMAIL_PORT", "x")],
+)
+def test_a_bad_mail_setting_stops_start_up_naming_it(name, value):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "DEBUG": "1", name: value}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert name in done.stderr

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from demo.catalogue import CATALOGUE
+
 BASE = Path(__file__).resolve().parent.parent
 
 # Imports every module of the production packages, then reports what is installed and whether
@@ -124,9 +126,9 @@ def test_without_the_demo_production_migrates_checks_and_polls_then_adopts_it_la
     with_demo = environment(tmp_path, RAKUTEN_APP_ID="x", DEMO_MARKET="1", DEMO_TICK="1")
     migrated = manage(with_demo, "migrate", "--noinput").stdout
     assert "Applying demo.0001_initial... OK" in migrated
-    assert "seeded: products=24" in manage(with_demo, "seed_demo").stdout
+    assert f"seeded: products={len(CATALOGUE)}" in manage(with_demo, "seed_demo").stdout
     listed = manage(with_demo, "demo_market", "list").stdout.splitlines()
-    assert len(listed) == 24
+    assert len(listed) == len(CATALOGUE)
     schedules = manage(
         with_demo,
         "shell",

@@ -128,14 +128,17 @@ def test_a_value_within_the_bound_is_fetched_once_per_cycle(recording_channel, f
 
 def test_a_lease_shorter_than_the_heartbeat_needs_stops_start_up(settings):
     settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT = 5, 10
+    settings.EMAIL_TIMEOUT = 10
     settings.OUTBOX_LEASE_SECONDS = 34
     with pytest.raises(ImproperlyConfigured) as refused:
         check_settings()
-    assert "2 × (WEBPUSH_CONNECT_TIMEOUT 5 + WEBPUSH_READ_TIMEOUT 10) + margin 5 = 35" in str(
-        refused.value
-    )
+    assert "2 × the longest delivery 15" in str(refused.value)
+    assert "+ margin 5 = 35 seconds" in str(refused.value)
     settings.OUTBOX_LEASE_SECONDS = 35
     check_settings()
+    settings.EMAIL_TIMEOUT = 20  # a slow mail server is the longest delivery
+    with pytest.raises(ImproperlyConfigured, match="= 45 seconds"):
+        check_settings()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -143,6 +146,7 @@ def test_the_heartbeat_moves_claimed_at_forward_while_a_batch_is_worked_on(
     recording_channel, settings
 ):
     settings.WEBPUSH_CONNECT_TIMEOUT, settings.WEBPUSH_READ_TIMEOUT = 0.5, 0.5
+    settings.EMAIL_TIMEOUT = 1
     settings.OUTBOX_LEASE_SECONDS = 7  # beats every (7 - 1 - 5) / 2 = 0.5 s
     row = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
     seen: list[dt.datetime] = []

@@ -24,6 +24,8 @@ DROPPED_REASONS = [
     Reason.LISTING_PAUSED,
     Reason.NO_SUBSCRIPTION,
     Reason.SUBSCRIPTION_GONE,
+    Reason.NO_EMAIL,
+    Reason.RECIPIENT_REFUSED,
     Reason.OUT_OF_STOCK,
     Reason.ITEM_NOT_FOUND,
     Reason.CONDITION_LOST,
@@ -72,7 +74,7 @@ def row(watch, status: str, reason: str = "", *, age: dt.timedelta = dt.timedelt
 def test_every_reason_has_plain_words():
     assert set(explain.WITHHELD_BECAUSE) == set(DROPPED_REASONS)
     assert set(explain.FAILED_BECAUSE) == set(FAILED_REASONS)
-    assert set(explain.RETRYING_BECAUSE) == set(RETRY_REASONS)
+    assert set(explain.RETRYING_BECAUSE) == {*RETRY_REASONS, Reason.QUIET_HOURS}
     words = [*explain.WITHHELD_BECAUSE.values(), *explain.FAILED_BECAUSE.values()]
     assert len({str(w) for w in words}) == len(words), "each reason says something of its own"
     for reason in [*DROPPED_REASONS, *FAILED_REASONS]:
@@ -228,3 +230,12 @@ def test_history_query_count_does_not_grow_with_rows(client, django_assert_max_n
     assert len(response.context["entries"]) == 20
     with django_assert_max_num_queries(5):
         assert len(client.get("/notifications/", {"page": 3}).context["entries"]) == 10
+
+
+def test_an_email_rows_delivery_hold_ups_speak_of_the_mail_server_not_push():
+    for reason in (Reason.DELIVER_NETWORK, Reason.DELIVER_SERVER):
+        words = explain.explain(reason, Status.RETRY, "email")
+        assert "mail server" in words and "push" not in words
+        assert "mail server" in explain.explain(reason, Status.FAILED, "email")
+    assert "mail server" in explain.explain(Reason.DELIVER_REJECTED, Status.FAILED, "email")
+    assert "push service" in explain.explain(Reason.DELIVER_SERVER, Status.RETRY, "webpush")

@@ -486,9 +486,8 @@ def admin_pages(world) -> list[str]:
     ]
 
 
-# The domain's admin pages: what Yasugoro added there (filters, actions, columns) is
-# translated; the names of the domain's model fields are not yet (they need a migration of
-# the watches app).
+# The domain's admin pages: what Yasugoro added there (filters, actions, columns) and the
+# names of the domain's models and fields.
 DOMAIN_PAGES = {
     "/admin/watches/listing/": (
         [
@@ -507,11 +506,24 @@ DOMAIN_PAGES = {
 }
 
 
+def domain_admin_pages(world) -> list[str]:
+    """The domain's changelists and one change form of each model: every column, filter
+    and field label there is a name Yasugoro gave."""
+    listing = world["listing"]
+    watch = listing.watches.get()
+    return [
+        *DOMAIN_PAGES,
+        f"/admin/watches/listing/{listing.pk}/change/",
+        f"/admin/watches/watch/{watch.pk}/change/",
+        f"/admin/watches/device/{watch.device_id}/change/",
+    ]
+
+
 def test_the_admin_in_japanese_has_none_of_our_english_left(admin_client, admin_world):
     for url, (ja, _) in DOMAIN_PAGES.items():
         body = admin_client.get(url, headers={"accept-language": "ja"}).content.decode()
         assert all(text in body for text in ja), url
-    for url in admin_pages(admin_world):
+    for url in [*admin_pages(admin_world), *domain_admin_pages(admin_world)]:
         response = admin_client.get(url, headers={"accept-language": "ja"})
         assert response.status_code == 200, url
         body = response.content.decode()

@@ -106,7 +106,7 @@ def test_the_fixture_database_is_not_the_test_database(made_at_main):
 
 
 def test_two_rows_of_one_watch_in_flight_before_the_index_leave_one(made_at_main):
-    """Before outbox 0003, two dispatchers could hold rows of one watch and channel; the
+    """Before outbox 0005, two dispatchers could hold rows of one watch and channel; the
     migration keeps the latest claim in flight and sends the other back to `retry`, with its
     event, so the one-in-flight index can be created."""
     connection, _ = made_at_main
@@ -141,3 +141,26 @@ def test_two_rows_of_one_watch_in_flight_before_the_index_leave_one(made_at_main
     assert (earlier.status, earlier.reason, earlier.claimed_by) == ("retry", "lease_expired", "")
     event = now.get_model("outbox", "OutboxEvent")._default_manager.using(connection.alias)
     assert event.filter(outbox_id=earlier.pk, to_status="retry", actor="migration").count() == 1
+
+
+def test_listings_made_at_main_are_nobodys_offers_and_products_migrate_back(made_at_main):
+    connection, written = made_at_main
+    now = migrate(connection)
+    alias = connection.alias
+    listings = now.get_model("watches", "Listing")._default_manager.using(alias)
+    assert listings.exists()
+    assert set(listings.values_list("product_id", "jan")) == {(None, "")}
+
+    product = (
+        now.get_model("watches", "Product")
+        ._default_manager.using(alias)
+        .create(jan="4901750404406", name="スコッティ 12ロール", units_per_pack=12)
+    )
+    listings.filter(source="demo").update(product=product, jan=product.jan)
+    # Back to before products: the offer stays a listing, only its product is gone.
+    back = migrate(connection, {"watches": "0007_email_and_quiet_hours"})
+    kept = {"watches.Listing": carried(written)["watches.Listing"]}
+    assert snapshot(back, alias, kept) == kept
+    assert "watches_product" not in tables_and_columns(connection)
+    again = migrate(connection)
+    assert snapshot(again, alias, kept) == kept

@@ -43,11 +43,14 @@ def test_right_after_seeding_nothing_is_due_and_the_hint_says_when_and_how(setti
     )
 
 
-def test_force_polls_every_active_listing_due_or_not(clock):
+def test_force_polls_every_product_and_every_active_listing_due_or_not(clock):
     seed_demo()
     Listing.objects.filter(item_code="tp-scottie-12r").update(paused=True)
     (counts,) = poll_prices("--force")
-    active = Listing.objects.filter(paused=False).count()
+    # Every product's offers (one request per product), then every active listing: an offer
+    # counts in both.
+    offers = Listing.objects.filter(paused=False, product__isnull=False).count()
+    active = Listing.objects.filter(paused=False).count() + offers
     # (the demo watcher's watches may fire: enqueued varies)
     assert counts.startswith(f"listings={active} observations={active} errors=0 enqueued=")
 

@@ -3,7 +3,6 @@ classified to its kind, and the dispatcher maps each kind to its outcome and rea
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import socket
@@ -21,7 +20,6 @@ from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.fakes.ichiba import APP_ID
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
 from watches.marketplaces.rakuten import RakutenMarketplace
-from watches.models import Listing, PricePoint
 
 CODE = "yasu-shop:tp-12r"
 OTHER = "yasu-shop:dt-2k"
@@ -235,7 +233,7 @@ def test_rakuten_is_registered_when_an_application_id_is_set():
     assert "demo" not in adapters
 
 
-# --- the dispatcher maps each kind ----------------------------------------------------------
+# --- the dispatcher and a Rakuten re-fetch (each kind: tests/test_refetch_outcomes.py) ---
 
 
 @pytest.fixture
@@ -248,62 +246,11 @@ def pending_row(ichiba):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    ("behaviour", "status", "reason"),
-    [
-        ("rate_limited", Status.RETRY, Reason.REFETCH_RATE_LIMITED),
-        ("server", Status.RETRY, Reason.REFETCH_SERVER),
-        ("unavailable", Status.RETRY, Reason.REFETCH_SERVER),
-        ("stall", Status.RETRY, Reason.REFETCH_NETWORK),
-        ("malformed", Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
-        ("missing_fields", Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
-        ("wrong_types", Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
-        ("empty", Status.DROPPED, Reason.OUT_OF_STOCK),
-        ("not_found", Status.DROPPED, Reason.ITEM_NOT_FOUND),
-    ],
-)
-def test_the_dispatcher_maps_each_fetch_outcome(
-    ichiba, recording_channel, pending_row, behaviour, status, reason
-):
-    ichiba.add(CODE, price=900)
-    ichiba.behave[CODE] = behaviour
-    run_cycle()
-    pending_row.refresh_from_db()
-    assert (pending_row.status, pending_row.reason) == (status, reason)
-    assert recording_channel.delivered == []
-    event = pending_row.events.order_by("-id").first()
-    assert (event.to_status, event.reason) == (status, reason)
-
-
-@pytest.mark.django_db
-def test_the_dispatcher_honours_retry_after_from_a_429(ichiba, recording_channel, pending_row):
-    ichiba.behave[CODE] = "rate_limited"
-    ichiba.retry_after = "600"
-    now = timezone.now()
-    run_cycle(now=now)
-    pending_row.refresh_from_db()
-    assert pending_row.next_attempt_at == now + dt.timedelta(seconds=600)
-
-
-@pytest.mark.django_db
 def test_the_dispatcher_drops_an_item_that_sold_out(ichiba, recording_channel, pending_row):
     ichiba.add(CODE, price=900, available=False)
     run_cycle()
     pending_row.refresh_from_db()
     assert (pending_row.status, pending_row.reason) == (Status.DROPPED, Reason.OUT_OF_STOCK)
-
-
-@pytest.mark.django_db
-def test_the_dispatcher_sends_from_the_fresh_rakuten_price(ichiba, recording_channel, pending_row):
-    ichiba.add(CODE, price=880)
-    run_cycle()
-    pending_row.refresh_from_db()
-    assert (pending_row.status, pending_row.reason) == (Status.SENT, Reason.DELIVERED)
-    ((row_id, message),) = recording_channel.delivered
-    assert row_id == pending_row.pk and message.price == 880 and "¥880" in message.body
-    listing = Listing.objects.get(item_code=CODE)
-    assert listing.price == 880
-    assert PricePoint.objects.filter(listing=listing, price=880).exists()
 
 
 @pytest.mark.django_db

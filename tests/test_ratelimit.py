@@ -6,28 +6,10 @@ import threading
 
 import pytest
 
+from tests.fakes.clock import FakeClock
 from tests.fakes.ichiba import APP_ID
 from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.marketplaces.ratelimit import RateLimiter, install_limiter, shared_limiter
-
-
-class FakeClock:
-    """Time that moves only when someone sleeps (or the test says so)."""
-
-    def __init__(self, *, sleeping_moves_time: bool = True) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-        self._moves = sleeping_moves_time
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            if self._moves:
-                self.now += seconds
 
 
 def test_requests_are_spaced_by_the_interval():
@@ -111,7 +93,9 @@ def test_one_limiter_per_application_id_in_the_process():
 
 def test_polling_and_the_dispatcher_share_the_limiter(ichiba):
     # Each caller builds its own adapter (get_marketplace), yet they queue on one limiter.
-    assert RakutenMarketplace().limiter is RakutenMarketplace().limiter
+    assert (
+        RakutenMarketplace().budget.limiters[APP_ID] is RakutenMarketplace().budget.limiters[APP_ID]
+    )
 
 
 def test_the_adapter_waits_for_its_slot_before_every_request(ichiba, settings):

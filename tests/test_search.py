@@ -11,9 +11,10 @@ from django.core.management import call_command
 from django.db import connection
 
 from tests.factories import ListingFactory
+from watches import search as search_module
 from watches import search_index
 from watches.models import Listing
-from watches.search import search
+from watches.search import search, search_results
 
 pytestmark = pytest.mark.django_db
 
@@ -146,8 +147,14 @@ def test_a_renamed_listing_is_found_by_its_new_name_only():
 
 
 def test_a_deleted_listing_leaves_the_index(catalogue):
-    Listing.objects.filter(item_code="tp-scottie-12r").delete()
+    # Every demo shop's offer of it (one product, several shops).
+    Listing.objects.filter(item_code__startswith="tp-scottie-12r").delete()
     assert codes("scottie") == set()
+
+
+def test_a_products_offers_are_found_once_as_its_first_offer(catalogue):
+    assert Listing.objects.filter(item_code__startswith="tp-scottie-12r").count() == 5
+    assert codes("scottie") == {"tp-scottie-12r"}
 
 
 def test_install_is_idempotent_and_repairs_missing_triggers(catalogue):
@@ -173,3 +180,52 @@ def test_postgresql_serves_long_words_from_the_trigram_index(catalogue):
         with connection.cursor() as cursor:
             cursor.execute("SET enable_seqscan = on")
     assert search_index.PG_INDEX in plan
+
+
+def page_codes(query: str, category: str = "") -> set[str]:
+    return set(search_results(query, category).listings.values_list("item_code", flat=True))
+
+
+def test_the_page_s_capped_search_finds_exactly_what_search_finds(catalogue):
+    wrong = {
+        query: page_codes(query) ^ expected
+        for query, expected in QUERIES.items()
+        if page_codes(query) != expected
+    }
+    assert wrong == {}
+    assert page_codes("詰め替え", category="洗剤") == REFILLS & DETERGENT
+
+
+def test_a_search_counts_to_the_cap_and_says_there_are_more(client, monkeypatch):
+    monkeypatch.setattr(search_module, "SEARCH_CAP", 3)
+    for n in range(5):
+        ListingFactory(name=f"ちゅーる まぐろ {n}", category="ペットフード")
+    found = search_results("ちゅーる")
+    names = list(found.listings.values_list("name", flat=True))
+    assert found.more is True
+    assert len(names) == 3
+    assert names == sorted(names)
+    body = client.get("/", {"q": "ちゅーる"}).content.decode()
+    assert '<span class="count">(3+)</span>' in body
+    assert "More than 3 match" in body
+    monkeypatch.setattr(search_module, "SEARCH_CAP", 5)
+    assert search_results("ちゅーる").more is False
+    assert "More than" not in client.get("/", {"q": "ちゅーる"}).content.decode()
+
+
+def test_like_wildcards_in_a_capped_search_are_only_text():
+    ListingFactory(name="ジョイ 詰め替え 2本")
+    ListingFactory(name="ジョイ 50%増量")
+    for query in ("%", "_", "50%", "\\", "2_"):
+        assert page_codes(query) == set(search(query).values_list("item_code", flat=True))
+    assert len(page_codes("50%")) == 1
+
+
+@pytest.mark.postgres
+def test_postgresql_search_leaves_the_planner_setting_as_it_found_it(catalogue):
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW random_page_cost")
+        before = cursor.fetchone()[0]
+        page_codes("toilet")
+        cursor.execute("SHOW random_page_cost")
+        assert cursor.fetchone()[0] == before

@@ -102,10 +102,14 @@ def test_pause_listings_counts_only_the_newly_paused():
 def test_the_outbox_door_lists_exactly_its_functions():
     assert sorted(services.__all__) == [
         "advance_baselines",
+        "budget_status",
         "deactivate_gone_subscriptions",
         "endpoint_allowed",
         "listings_paused",
         "missed_for",
         "pause_listings",
+        "record_bounces",
         "refetch",
+        "unsubscribe_token",
+        "watched_coverage",
     ]

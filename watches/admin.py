@@ -15,8 +15,9 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from watches.admin_intake import ListingIntakeAdminMixin
-from watches.models import Device, Listing, Watch
+from watches.models import Device, Listing, Product, Watch
 from watches.pausing import PauseResult, pause_listings
+from watches.product_watches import describe_product
 from yasugoro.admin_mixins import PlainActionCheckboxMixin
 
 # (label, url) of a page elsewhere about one listing, e.g. the outbox's notifications for it.
@@ -120,7 +121,9 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         "elsewhere",
     )
     list_filter = ("source", "paused", "in_stock", PollingHealthFilter, "category")
-    search_fields = ("name", "item_code")
+    search_fields = ("name", "item_code", "=jan")
+    # A listing's JAN code, set here, lets its page find every shop's offer (its product).
+    raw_id_fields = ("product",)
     actions = ["pause_selected"]
     list_per_page = 50
 
@@ -220,7 +223,7 @@ class WatchAdmin(admin.ModelAdmin):
     )
     list_filter = ("trigger", WatchStateFilter, "use_unit_price", "listing__source")
     list_select_related = ("listing", "device")
-    raw_id_fields = ("listing", "device")
+    raw_id_fields = ("listing", "device", "product")
     search_fields = ("=id", "listing__name", "listing__item_code", "^device__token_hash")
 
     @admin.display(description=_("device"), ordering="device__token_hash")
@@ -237,7 +240,7 @@ class WatchAdmin(admin.ModelAdmin):
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
     list_display = (
-        "short_id",
+        "device",
         "channel",
         "language",
         "subscription",
@@ -268,6 +271,10 @@ class DeviceAdmin(admin.ModelAdmin):
             .annotate(live_watch_count=Count("watches", filter=Q(watches__removed_at__isnull=True)))
         )
 
+    @admin.display(description=_("device"), ordering="token_hash")
+    def device(self, device: Device) -> str:
+        return device.short_id
+
     @admin.display(description=_("watches"), ordering="live_watch_count")
     def live_watches(self, device: Device) -> int:
         return device.live_watch_count
@@ -277,3 +284,30 @@ class DeviceAdmin(admin.ModelAdmin):
         if not device.push_endpoint:
             return gettext("none")
         return gettext("active") if device.push_active else gettext("inactive")
+
+
+@admin.register(Product)
+class ProductAdmin(admin.ModelAdmin):
+    """Products (one per JAN code) and how many shops offer them. The pack size set here is
+    every offer's too (`watches.product_watches.describe_product`)."""
+
+    list_display = ("jan", "name", "units_per_pack", "unit_label", "offers", "last_polled_at")
+    search_fields = ("=jan", "name")
+    readonly_fields = ("jan", "last_polled_at", "last_error", "created_at")
+    fields = ("jan", "name", "units_per_pack", "unit_label", "image_url", *readonly_fields[1:])
+    show_full_result_count = False
+
+    def get_queryset(self, request) -> QuerySet[Product]:
+        return super().get_queryset(request).annotate(offer_count=Count("offers"))
+
+    @admin.display(description=_("Offers"), ordering="offer_count")
+    def offers(self, product: Product) -> int:
+        return product.offer_count
+
+    def has_add_permission(self, request) -> bool:
+        return False  # products come from their JAN code's offers (the pages' intake)
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if {"units_per_pack", "unit_label"} & set(form.changed_data):
+            describe_product(obj, units_per_pack=obj.units_per_pack, unit_label=obj.unit_label)

@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate
 from django.utils.translation import gettext_lazy as _
 
 
@@ -19,6 +19,15 @@ def _ensure_search_index(sender, using="default", **kwargs) -> None:
     install(connections[using])
 
 
+def _listing_deleted(sender, **kwargs) -> None:
+    from django.db import transaction
+
+    from watches.pagecache import prices_changed
+
+    # Cached pages may show it (a listing page is served from the cache without a query).
+    transaction.on_commit(prices_changed)
+
+
 class WatchesConfig(AppConfig):
     name = "watches"
     verbose_name = _("Watches")
@@ -28,3 +37,6 @@ class WatchesConfig(AppConfig):
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
         # A table rebuilt by a later migration loses its search triggers: put them back.
         post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")
+        post_delete.connect(
+            _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
+        )

@@ -11,7 +11,8 @@ from django.utils.translation import gettext_lazy as _
 
 from watches import units
 from watches.intake import MAX_INPUT, IntakeError, ItemRef, parse_item_ref
-from watches.models import Listing, Trigger
+from watches.models import Listing, NotifyVia, Trigger
+from watches.product_intake import parse_jan
 from watches.triggers import DEFAULT_DROP_PERCENT
 from watches.watchlist import WatchParams
 
@@ -203,3 +204,115 @@ class AddByLinkForm(forms.Form):
         except IntakeError as error:
             raise forms.ValidationError(error.message, code=error.code) from None
         return text
+
+
+class EmailAddressForm(forms.Form):
+    """The address notifications may go to once it is confirmed."""
+
+    email = forms.EmailField(
+        label=_("E-mail address"),
+        max_length=254,
+        error_messages={
+            "required": _("Enter an e-mail address."),
+            "invalid": _("Enter a valid e-mail address, such as name@example.com."),
+        },
+    )
+
+    def clean_email(self) -> str:
+        from watches.email_address import normalise
+
+        return normalise(self.cleaned_data["email"])
+
+
+class NotifyViaForm(forms.Form):
+    notify_via = forms.ChoiceField(
+        label=_("Tell me by"),
+        choices=NotifyVia.choices,
+        widget=forms.RadioSelect,
+        error_messages={"invalid_choice": _("Choose push notifications, e-mail or both.")},
+    )
+
+
+def _clock_time(label, invalid) -> forms.TimeField:
+    """An optional HH:MM time, with the browser's time picker."""
+    return forms.TimeField(
+        label=label,
+        required=False,
+        input_formats=["%H:%M"],
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        error_messages={"invalid": invalid},
+    )
+
+
+class QuietHoursForm(forms.Form):
+    """A daily window with no notifications, in the device's time zone. Both times empty
+    turns it off."""
+
+    quiet_start = _clock_time(_("From"), _("Enter a time such as 22:00."))
+    quiet_end = _clock_time(_("Until"), _("Enter a time such as 07:00."))
+    time_zone = forms.CharField(label=_("Time zone"), max_length=64, initial="Asia/Tokyo")
+
+    def clean_time_zone(self) -> str:
+        import zoneinfo
+
+        name = self.cleaned_data["time_zone"].strip()
+        if name not in zoneinfo.available_timezones():
+            raise forms.ValidationError(_("Enter a time zone such as Asia/Tokyo."))
+        return name
+
+    def clean(self) -> dict:
+        data = super().clean()
+        start, end = data.get("quiet_start"), data.get("quiet_end")
+        if (start is None) != (end is None) and not self.errors:
+            raise forms.ValidationError(
+                _("Give both times, or leave both empty to turn quiet hours off.")
+            )
+        if start is not None and start == end:
+            raise forms.ValidationError(_("The window must end at another time than it starts."))
+        return data
+
+
+class ProductWatchForm(WatchForm):
+    """A watch on every shop's offer of a product: the triggers that make sense across shops
+    ("any shop at or below", "the cheapest N % below typical", "back in stock anywhere").
+    `product` gives the pack size (units per pack, unit label) as a listing does."""
+
+    def __init__(self, *args, product, **kwargs) -> None:
+        super().__init__(*args, listing=product, **kwargs)
+        self.fields["trigger"].choices = [
+            (Trigger.TARGET_PRICE.value, _("Any shop at or below my price")),
+            (Trigger.PRICE_DROP.value, _("The cheapest drops by a percentage")),
+            (Trigger.BACK_IN_STOCK.value, _("Back in stock at any shop")),
+        ]
+        self.fields["target_price"].help_text = _(
+            "We tell you when any shop's price incl. shipping is at or below it."
+        )
+
+
+class AddByJanForm(forms.Form):
+    """A JAN code, typed or read by the camera. Only checked here; the view asks the
+    marketplaces."""
+
+    jan = forms.CharField(
+        label=_("JAN code (the barcode's digits)"),
+        max_length=64,
+        error_messages={
+            "required": _("Enter the JAN code: the 13 (or 8) digits under the barcode."),
+            "max_length": _("That is too long to be a JAN code."),
+        },
+        widget=forms.TextInput(
+            {
+                "placeholder": "4901234567894",
+                "autocomplete": "off",
+                "inputmode": "numeric",
+                "spellcheck": "false",
+            }
+        ),
+        help_text=_("13 or 8 digits, as printed under the barcode on the pack."),
+    )
+
+    def clean_jan(self) -> str:
+        try:
+            return parse_jan(self.cleaned_data["jan"])
+        except IntakeError as error:
+            raise forms.ValidationError(error.message, code=error.code) from None

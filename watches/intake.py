@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
+from watches.jan import InvalidJAN, normalise_jan
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
 from watches.models import Listing, PricePoint, Source
 
@@ -25,6 +26,9 @@ log = logging.getLogger("watches.intake")
 
 MAX_INPUT = 1000
 RAKUTEN_ITEM_HOST = "item.rakuten.co.jp"
+YAHOO_ITEM_HOST = "store.shopping.yahoo.co.jp"
+# A Yahoo! Shopping item page: /<store id>/<item code>.html; the API's code is store_item.
+_YAHOO_PATH = re.compile(r"^/([a-z0-9][a-z0-9-]{0,99})/([a-zA-Z0-9][a-zA-Z0-9_.-]{0,199})\.html$")
 # Shop codes and item management numbers: lowercase letters, digits, hyphens, underscores
 # (Rakuten lowercases them on registration).
 _RAKUTEN_PART = r"[a-z0-9][a-z0-9_-]{0,254}"
@@ -61,7 +65,8 @@ def parse_item_ref(text: object) -> ItemRef:
             _("An item code or URL has no spaces or line breaks in it."), code="bad_code"
         )
     lowered = text.lower()
-    if "://" in text or lowered.startswith((RAKUTEN_ITEM_HOST + "/", "www.", "http:", "https:")):
+    hosts = (RAKUTEN_ITEM_HOST + "/", YAHOO_ITEM_HOST + "/", "www.", "http:", "https:")
+    if "://" in text or lowered.startswith(hosts):
         return _parse_url(text)
     match = _RAKUTEN_CODE.match(lowered)
     if match:
@@ -86,6 +91,8 @@ def _parse_url(text: str) -> ItemRef:
     except NotAWebURL as exc:
         raise _url_error(exc.problem) from None
     host, port = url.host.rstrip("."), url.port
+    if host == YAHOO_ITEM_HOST and port in (80, 443):
+        return _parse_yahoo_path(url.path)
     if host != RAKUTEN_ITEM_HOST:
         if host == "rakuten.co.jp" or host.endswith(".rakuten.co.jp"):
             raise IntakeError(
@@ -123,6 +130,19 @@ def _parse_url(text: str) -> ItemRef:
     return _enabled(ItemRef(Source.RAKUTEN, code))
 
 
+def _parse_yahoo_path(path: str) -> ItemRef:
+    match = _YAHOO_PATH.match(path)
+    if not match:
+        raise IntakeError(
+            _(
+                "That Yahoo! Shopping address does not point at one item. An item address "
+                "looks like https://store.shopping.yahoo.co.jp/store/item.html."
+            ),
+            code="not_item_page",
+        )
+    return _enabled(ItemRef(Source.YAHOO, f"{match[1]}_{match[2]}"))
+
+
 def _url_error(problem: str) -> IntakeError:
     """What each broken rule of a URL (`common.weburl`) tells the person who pasted it."""
     if problem == "scheme":
@@ -151,6 +171,11 @@ def _enabled(ref: ItemRef) -> ItemRef:
 
 def _what_can_be_added() -> str:
     """What this server can really follow, in words (it depends on its marketplaces)."""
+    if Source.YAHOO in settings.MARKETPLACE_ADAPTERS:
+        return _(
+            "Paste the address of a Yahoo! Shopping item "
+            "(https://store.shopping.yahoo.co.jp/store/item.html) or type its JAN code."
+        )
     if Source.RAKUTEN in settings.MARKETPLACE_ADAPTERS:
         return _(
             "Paste the address of a Rakuten Ichiba item (https://item.rakuten.co.jp/shop/item/)."
@@ -226,6 +251,8 @@ def save_listing(
         "units_per_pack": units_per_pack or extra.get("units_per_pack") or None,
         "unit_label": unit_label or extra.get("unit_label") or "",
         "category": category or extra.get("category") or "",
+        # Yahoo! Shopping gives the item's JAN code: the listing can then join its product.
+        "jan": _valid_jan(extra.get("jan")),
     }
     with transaction.atomic():
         listing, created = Listing.objects.get_or_create(
@@ -246,6 +273,13 @@ def save_listing(
             in_stock=observation.in_stock,
         )
     return listing
+
+
+def _valid_jan(text: object) -> str:
+    try:
+        return normalise_jan(text)
+    except InvalidJAN:
+        return ""
 
 
 def add_listing(

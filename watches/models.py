@@ -8,12 +8,14 @@ from decimal import ROUND_CEILING, Decimal
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 
 class Source(models.TextChoices):
     DEMO = "demo", _("Demo market")
     RAKUTEN = "rakuten", _("Rakuten Ichiba")
+    YAHOO = "yahoo", _("Yahoo! Shopping")
 
 
 class Trigger(models.TextChoices):
@@ -28,47 +30,133 @@ class Channel(models.TextChoices):
 
     WEBPUSH = "webpush", _("Web Push")
     CONSOLE = "console", _("Console (development)")
+    EMAIL = "email", _("E-mail")
+
+
+class NotifyVia(models.TextChoices):
+    """Which of its channels a device is told on: its push channel (`Device.channel`), its
+    confirmed e-mail address, or both. Each channel gets its own outbox row."""
+
+    PUSH = "push", _("Push notifications")
+    EMAIL = "email", _("E-mail")
+    BOTH = "both", _("Both")
+
+
+class Product(models.Model):
+    """One product whatever the shop: what a JAN code (the barcode on the pack) names. Its
+    listings (`offers`) are the shops' offers of it, on every marketplace."""
+
+    jan = models.CharField(
+        verbose_name=_("JAN code"),
+        max_length=13,
+        unique=True,
+        help_text=_("JAN code, 8 or 13 digits"),
+    )
+    name = models.CharField(verbose_name=_("name"), max_length=500, blank=True)
+    units_per_pack = models.PositiveIntegerField(
+        verbose_name=_("units per pack"),
+        null=True,
+        blank=True,
+        help_text=_("Rolls, grams, millilitres… per pack, for unit price"),
+    )
+    unit_label = models.CharField(
+        verbose_name=_("unit"), max_length=20, blank=True, help_text=_("e.g. roll, g, ml")
+    )
+    image_url = models.URLField(verbose_name=_("image URL"), max_length=1000, blank=True)
+    # When its offers were last asked for as a whole (one request for every shop's offer),
+    # and what went wrong then: the offers' own rows keep their prices.
+    last_polled_at = models.DateTimeField(verbose_name=_("last polled at"), null=True, blank=True)
+    last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("product")
+        verbose_name_plural = _("products")
+        indexes = [
+            # Polling: products least recently asked about first.
+            models.Index(fields=["last_polled_at"], name="product_poll_due"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or self.jan
 
 
 class Listing(models.Model):
-    """One item on one marketplace, with its price and stock as last seen."""
+    """One item on one marketplace, with its price and stock as last seen. When its JAN code
+    is known it is one shop's offer of a `Product`."""
 
-    source = models.CharField(max_length=20, choices=Source.choices)
-    item_code = models.CharField(max_length=200)
-    name = models.CharField(max_length=500, blank=True)
-    shop_name = models.CharField(max_length=200, blank=True)
-    category = models.CharField(max_length=100, blank=True)
-    url = models.URLField(max_length=1000, blank=True)
-    image_url = models.URLField(max_length=1000, blank=True)
+    source = models.CharField(verbose_name=_("marketplace"), max_length=20, choices=Source.choices)
+    item_code = models.CharField(verbose_name=_("item code"), max_length=200)
+    product = models.ForeignKey(
+        Product,
+        verbose_name=_("product"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="offers",
+    )
+    jan = models.CharField(
+        verbose_name=_("JAN code"),
+        max_length=13,
+        blank=True,
+        help_text=_("JAN code when known: the listing is then an offer"),
+    )
+    name = models.CharField(verbose_name=_("name"), max_length=500, blank=True)
+    shop_name = models.CharField(verbose_name=_("shop"), max_length=200, blank=True)
+    category = models.CharField(verbose_name=_("category"), max_length=100, blank=True)
+    url = models.URLField(verbose_name=_("URL"), max_length=1000, blank=True)
+    image_url = models.URLField(verbose_name=_("image URL"), max_length=1000, blank=True)
     units_per_pack = models.PositiveIntegerField(
-        null=True, blank=True, help_text=_("Rolls, grams, millilitres… per pack, for unit price")
+        verbose_name=_("units per pack"),
+        null=True,
+        blank=True,
+        help_text=_("Rolls, grams, millilitres… per pack, for unit price"),
     )
-    unit_label = models.CharField(max_length=20, blank=True, help_text=_("e.g. roll, g, ml"))
-    price = models.PositiveIntegerField(null=True, blank=True, help_text=_("Yen, as last seen"))
+    unit_label = models.CharField(
+        verbose_name=_("unit"), max_length=20, blank=True, help_text=_("e.g. roll, g, ml")
+    )
+    price = models.PositiveIntegerField(
+        verbose_name=_("price"), null=True, blank=True, help_text=_("Yen, as last seen")
+    )
     shipping = models.PositiveIntegerField(
-        null=True, blank=True, help_text=_("Yen; 0 is free shipping, empty is unknown")
+        verbose_name=_("shipping"),
+        null=True,
+        blank=True,
+        help_text=_("Yen; 0 is free shipping, empty is unknown"),
     )
-    in_stock = models.BooleanField(null=True, blank=True)
+    in_stock = models.BooleanField(verbose_name=_("in stock"), null=True, blank=True)
     # Denormalised from the price history so the home page can sort "cheap right now" without
     # reading history: kept by every observation (watches.observations, for polls and
     # re-fetches alike), recomputed in bulk by watches.history.refresh_stats.
     typical_price = models.PositiveIntegerField(
-        null=True, blank=True, help_text=_("Median effective price, last 30 days")
+        verbose_name=_("typical price"),
+        null=True,
+        blank=True,
+        help_text=_("Median effective price, last 30 days"),
     )
     low_90 = models.PositiveIntegerField(
-        null=True, blank=True, help_text=_("Lowest effective price, last 90 days")
+        verbose_name=_("90-day low"),
+        null=True,
+        blank=True,
+        help_text=_("Lowest effective price, last 90 days"),
     )
-    paused = models.BooleanField(default=False, help_text=_("Staff stopped tracking it"))
-    last_polled_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.CharField(max_length=200, blank=True)
-    last_error_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    paused = models.BooleanField(
+        verbose_name=_("paused"), default=False, help_text=_("Staff stopped tracking it")
+    )
+    last_polled_at = models.DateTimeField(verbose_name=_("last polled at"), null=True, blank=True)
+    last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
+    last_error_at = models.DateTimeField(verbose_name=_("last error at"), null=True, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
     # What search looks in (watches.search_text.for_listing): the folded name, its readings,
     # the category's words in both languages. Kept current by save(); indexed for substring
     # search by watches.search_index (FTS5 trigram / pg_trgm).
-    search_text = models.TextField(blank=True, default="", editable=False)
+    search_text = models.TextField(
+        verbose_name=_("search text"), blank=True, default="", editable=False
+    )
 
     class Meta:
+        verbose_name = _("listing")
+        verbose_name_plural = _("listings")
         constraints = [
             models.UniqueConstraint(fields=["source", "item_code"], name="listing_source_code"),
         ]
@@ -145,13 +233,17 @@ def unit_price(price: int | None, units_per_pack: int | None) -> Decimal | None:
 class PricePoint(models.Model):
     """One observation of a listing: the history that charts and triggers read."""
 
-    listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="price_points")
-    observed_at = models.DateTimeField()
-    price = models.PositiveIntegerField(null=True, blank=True)
-    shipping = models.PositiveIntegerField(null=True, blank=True)
-    in_stock = models.BooleanField()
+    listing = models.ForeignKey(
+        Listing, verbose_name=_("listing"), on_delete=models.CASCADE, related_name="price_points"
+    )
+    observed_at = models.DateTimeField(verbose_name=_("observed at"))
+    price = models.PositiveIntegerField(verbose_name=_("price"), null=True, blank=True)
+    shipping = models.PositiveIntegerField(verbose_name=_("shipping"), null=True, blank=True)
+    in_stock = models.BooleanField(verbose_name=_("in stock"))
 
     class Meta:
+        verbose_name = _("price point")
+        verbose_name_plural = _("price points")
         indexes = [
             # History of one listing over a window (charts, typical price, 90-day low).
             models.Index(fields=["listing", "observed_at"], name="pricepoint_listing_time"),
@@ -180,22 +272,55 @@ class Device(models.Model):
     """An anonymous person: their browser is their identity. Only a hash of the token that
     their cookie carries is stored."""
 
-    token_hash = models.CharField(max_length=64, unique=True)
-    channel = models.CharField(max_length=20, choices=Channel.choices, default=Channel.WEBPUSH)
-    language = models.CharField(max_length=10, default="ja")
-    push_endpoint = models.URLField(max_length=1000, blank=True)
-    push_p256dh = models.CharField(max_length=100, blank=True)
-    push_auth = models.CharField(max_length=50, blank=True)
-    push_active = models.BooleanField(default=False)
-    push_subscribed_at = models.DateTimeField(null=True, blank=True)
+    token_hash = models.CharField(verbose_name=_("token hash"), max_length=64, unique=True)
+    channel = models.CharField(
+        verbose_name=_("channel"), max_length=20, choices=Channel.choices, default=Channel.WEBPUSH
+    )
+    language = models.CharField(verbose_name=_("language"), max_length=10, default="ja")
+    push_endpoint = models.URLField(verbose_name=_("push endpoint"), max_length=1000, blank=True)
+    push_p256dh = models.CharField(verbose_name=_("push key (p256dh)"), max_length=100, blank=True)
+    push_auth = models.CharField(verbose_name=_("push auth secret"), max_length=50, blank=True)
+    push_active = models.BooleanField(verbose_name=_("push active"), default=False)
+    push_subscribed_at = models.DateTimeField(
+        verbose_name=_("push subscribed at"), null=True, blank=True
+    )
+    notify_via = models.CharField(
+        verbose_name=_("tell by"),
+        max_length=10,
+        choices=NotifyVia.choices,
+        default=NotifyVia.PUSH,
+    )
+    # The e-mail address (watches.email_address): nothing but its confirmation is sent to it
+    # until `email_confirmed_at` is set (double opt-in); hard bounces count up, and at
+    # EMAIL_BOUNCE_LIMIT `email_disabled_at` stops it. Changing it starts over.
+    email = models.EmailField(verbose_name=_("e-mail address"), max_length=254, blank=True)
+    email_confirmed_at = models.DateTimeField(
+        verbose_name=_("e-mail confirmed at"), null=True, blank=True
+    )
+    email_bounces = models.PositiveSmallIntegerField(verbose_name=_("hard bounces"), default=0)
+    email_disabled_at = models.DateTimeField(
+        verbose_name=_("e-mail disabled at"), null=True, blank=True
+    )
+    # Quiet hours: no notification goes out from `quiet_start` until `quiet_end` (local
+    # times in `time_zone`; the window may cross midnight). Off while either is empty. A row
+    # due inside the window waits for its end, then is re-checked (outbox.holds).
+    quiet_start = models.TimeField(verbose_name=_("quiet hours from"), null=True, blank=True)
+    quiet_end = models.TimeField(verbose_name=_("quiet hours until"), null=True, blank=True)
+    time_zone = models.CharField(verbose_name=_("time zone"), max_length=64, default="Asia/Tokyo")
     # A pending "move to another browser" link: only the hash of its token, and when it stops
     # working. Null when there is none; redeeming it clears both (single use).
-    transfer_token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)
-    transfer_expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    last_seen_at = models.DateTimeField(default=timezone.now)
+    transfer_token_hash = models.CharField(
+        verbose_name=_("transfer token hash"), max_length=64, null=True, blank=True, unique=True
+    )
+    transfer_expires_at = models.DateTimeField(
+        verbose_name=_("transfer expires at"), null=True, blank=True
+    )
+    created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
+    last_seen_at = models.DateTimeField(verbose_name=_("last seen at"), default=timezone.now)
 
     class Meta:
+        verbose_name = _("device")
+        verbose_name_plural = _("devices")
         constraints = [
             # One push subscription belongs to one device: the same endpoint sent again (or
             # from another device in the same browser) moves, it is never stored twice.
@@ -207,7 +332,7 @@ class Device(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"device {self.short_id}"
+        return gettext("device %(id)s") % {"id": self.short_id}
 
     @property
     def short_id(self) -> str:
@@ -220,6 +345,22 @@ class Device(models.Model):
             return self.push_active and bool(self.push_endpoint)
         return True
 
+    @property
+    def email_active(self) -> bool:
+        """A confirmed address that has not been disabled by bounces."""
+        return bool(self.email and self.email_confirmed_at and not self.email_disabled_at)
+
+    @property
+    def receiving_channels(self) -> list[str]:
+        """The channels a notification goes out on right now: one outbox row each. Empty when
+        none can reach the device (then polling keeps what it would have told, watches.missed)."""
+        channels = []
+        if self.notify_via in (NotifyVia.PUSH, NotifyVia.BOTH) and self.can_receive:
+            channels.append(self.channel)
+        if self.notify_via in (NotifyVia.EMAIL, NotifyVia.BOTH) and self.email_active:
+            channels.append(Channel.EMAIL)
+        return channels
+
 
 class LiveWatchManager(models.Manager):
     def get_queryset(self) -> models.QuerySet:
@@ -227,38 +368,69 @@ class LiveWatchManager(models.Manager):
 
 
 class Watch(models.Model):
-    """One device watching one listing with one trigger."""
+    """One device watching one listing with one trigger — or, with `product`, every shop's
+    offer of a product ("any shop at or below ¥X"). A product watch's `listing` is the offer
+    it follows now: the cheapest when it was made, then the one each detection fired on, so
+    the dispatcher's re-fetch and message name that shop."""
 
-    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="watches")
-    listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="watches")
-    trigger = models.CharField(max_length=20, choices=Trigger.choices)
-    target_price = models.PositiveIntegerField(
-        null=True, blank=True, help_text=_("Yen (per unit when comparing unit prices)")
+    device = models.ForeignKey(
+        Device, verbose_name=_("device"), on_delete=models.CASCADE, related_name="watches"
     )
-    drop_percent = models.PositiveSmallIntegerField(null=True, blank=True)
-    use_unit_price = models.BooleanField(default=False)
-    paused = models.BooleanField(default=False)
-    removed_at = models.DateTimeField(null=True, blank=True)
+    listing = models.ForeignKey(
+        Listing, verbose_name=_("listing"), on_delete=models.CASCADE, related_name="watches"
+    )
+    # Indexed (the foreign key's own index): product polling reads a product's watches.
+    product = models.ForeignKey(
+        Product,
+        verbose_name=_("product"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="watches",
+    )
+    trigger = models.CharField(verbose_name=_("trigger"), max_length=20, choices=Trigger.choices)
+    target_price = models.PositiveIntegerField(
+        verbose_name=_("target price"),
+        null=True,
+        blank=True,
+        help_text=_("Yen (per unit when comparing unit prices)"),
+    )
+    drop_percent = models.PositiveSmallIntegerField(
+        verbose_name=_("drop percent"), null=True, blank=True
+    )
+    use_unit_price = models.BooleanField(verbose_name=_("compare unit prices"), default=False)
+    paused = models.BooleanField(verbose_name=_("paused"), default=False)
+    removed_at = models.DateTimeField(verbose_name=_("removed at"), null=True, blank=True)
     # The baseline last delivered (the compared value: effective or unit price), moved only
     # when a notification is really sent.
     last_notified_price = models.DecimalField(
-        max_digits=12, decimal_places=2, null=True, blank=True
+        verbose_name=_("last notified price"),
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
     )
-    last_notified_at = models.DateTimeField(null=True, blank=True)
+    last_notified_at = models.DateTimeField(
+        verbose_name=_("last notified at"), null=True, blank=True
+    )
     # The latest detection this watch could not be told about because its device could not
     # be reached (notifications off): the effective price then, and when it was first seen
     # at that price. Shown on the history page as "we would have told you". Written by
     # polling through watches.missed, never by the outbox.
-    missed_price = models.PositiveIntegerField(null=True, blank=True)
-    missed_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
+    missed_price = models.PositiveIntegerField(
+        verbose_name=_("missed price"), null=True, blank=True
+    )
+    missed_at = models.DateTimeField(verbose_name=_("missed at"), null=True, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     objects = models.Manager()
     live = LiveWatchManager()
 
     class Meta:
-        verbose_name_plural = "watches"
+        verbose_name = _("watch")
+        # "watches" alone is the admin's column of how many watches a listing has.
+        verbose_name_plural = pgettext_lazy("model name", "watches")
         indexes = [
             # Polling: the live watches of one listing.
             models.Index(
@@ -276,7 +448,7 @@ class Watch(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_trigger_display()} on {self.listing}"
+        return f"{self.get_trigger_display()} on {self.product or self.listing}"
 
     @property
     def is_live(self) -> bool:

@@ -113,6 +113,7 @@ def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
         Listing,
         fields,
         ((listing.pk, [getattr(listing, name) for name in fields]) for listing in listings),
+        locked=True,  # by _lock_in_id_order, in the same transaction
     )
 
 
@@ -129,6 +130,33 @@ def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
     return {
         code: answers.get(code) or FetchError(FetchKind.BAD_RESPONSE, NO_ANSWER) for code in codes
     }
+
+
+def fresh_observations(listings: Sequence[Listing], since: dt.datetime) -> dict[int, Observation]:
+    """The last-seen state of those `listings` last observed (not failed) at or after
+    `since`, read fresh in one query, as the Observations they were; the listings are given
+    that state in memory too."""
+    if not listings:
+        return {}
+    by_id = {listing.pk: listing for listing in listings}
+    rows = Listing.objects.filter(
+        pk__in=list(by_id), last_polled_at__gte=since, last_error=""
+    ).values_list("pk", *_OBSERVED, *_STATS)
+    fresh: dict[int, Observation] = {}
+    for pk, *values in rows:
+        listing = by_id[pk]
+        for name, value in zip((*_OBSERVED, *_STATS), values, strict=True):
+            setattr(listing, name, value)
+        if listing.price is None or listing.in_stock is None:
+            continue  # never observed with a price: ask the marketplace
+        fresh[pk] = Observation(
+            item_code=listing.item_code,
+            price=listing.price,
+            shipping=listing.shipping,
+            in_stock=listing.in_stock,
+            observed_at=listing.last_polled_at,
+        )
+    return fresh
 
 
 def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> Observation | None:

@@ -1,23 +1,33 @@
-"""Cached page fragments: the parts of a page that are the same for every visitor — the
-category chips, "cheap right now", a page of all listings, a listing's facts and chart —
-rendered once per language and kept in the `pages` cache.
+"""Cached pages and page fragments: what is the same for every visitor — whole pages for a
+visitor the page says nothing personal to (`page`), and otherwise the parts that are shared:
+the category chips, "cheap right now", a page of all listings, a listing's facts and chart
+(`fragment`) — rendered once per language and kept in the `pages` cache.
 
 Every key carries the current *prices version*. `prices_changed()` (called once observations
-are saved, by polling or the dispatcher's re-fetch) moves the version on, so every fragment
-showing a price is stale at once, in every web process: the version lives in the shared
+are saved, by polling or the dispatcher's re-fetch, and once a listing is saved, paused or
+deleted) moves the version on, so every cached page and fragment is stale at once, in every
+web process: the version lives in the shared
 `pages` cache (Redis with REDIS_URL, else files under var/, which the web server and the
 cluster of `make run` share).
-Fragments also expire after FRAGMENT_SECONDS, for writers that do not call it.
+Entries also expire after FRAGMENT_SECONDS, for writers that do not call it.
+
+As a key names one version, what it holds never changes: each process also keeps the last
+LOCAL_ENTRIES it used in memory, so a page served again costs one read of the version from the
+shared cache instead of a read (and unpickling) of the whole page.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Collection
 
+from django.contrib.messages import get_messages
 from django.core.cache import caches
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language
@@ -28,36 +38,87 @@ CACHE = "pages"
 CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
 FRAGMENT_SECONDS = 10 * 60
+# About 20 KB each: a few MB per process at most.
+LOCAL_ENTRIES = 256
+
+_local: OrderedDict[str, tuple[float, str]] = OrderedDict()
+_local_lock = threading.Lock()
 
 
 def prices_changed() -> None:
-    """Make every cached fragment that shows a price stale, for every process."""
-    # A fresh value rather than incr(): an evicted counter restarting at 1 could bring old
-    # fragments back.
-    caches[CACHE].set(VERSION_KEY, time.time_ns(), timeout=None)
+    """Make every cached page and fragment stale, for every process."""
+    caches[CACHE].set(VERSION_KEY, _new_version(), timeout=None)
 
 
 def prices_version() -> int:
     cache = caches[CACHE]
     version = cache.get(VERSION_KEY)
     if version is None:
-        cache.add(VERSION_KEY, time.time_ns(), timeout=None)
+        cache.add(VERSION_KEY, _new_version(), timeout=None)
         version = cache.get(VERSION_KEY)
     return version
+
+
+def _new_version() -> int:
+    # Random rather than incr() (an evicted counter restarting at 1 would bring old pages
+    # back) or the clock (two changes within one tick, or under a frozen test clock, would
+    # share a version, and the second would show nothing new).
+    return secrets.randbits(63)
 
 
 def fragment(name: str, parts: tuple, render: Callable[[], str]) -> SafeString:
     """The HTML of fragment `name` for `parts` (what it varies on besides the language and
     the prices version), rendered by `render()` when it is not cached."""
+    return mark_safe(_cached(name, parts, render))  # noqa: S308 (our own rendered template output)
+
+
+def shared(request: HttpRequest, params: Collection[str] = ()) -> bool:
+    """Whether `request` gets the same page as anyone else asking for its URL in its
+    language: a GET or HEAD, with no message waiting to be shown to it, and no query
+    parameter but `params` (each once), so the URL cannot make endless cache entries of one
+    page."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    if any(key not in params or len(request.GET.getlist(key)) > 1 for key in request.GET):
+        return False
+    # Loads the waiting messages without marking them shown: a page that has some renders
+    # them as usual.
+    return not len(get_messages(request))
+
+
+def page(
+    request: HttpRequest, name: str, parts: tuple, render: Callable[[str], str]
+) -> HttpResponse:
+    """The whole page `name` for `parts` (what it varies on besides the language, the
+    prices version and its URL), for a request `shared()` allows. `render(csrf_token)`
+    renders it when it is not cached, with the token it is given in every form: a
+    placeholder, replaced by this request's own token on the way out."""
+    # The URL is part of the page: the language switch sends the visitor back to it.
+    html = _cached(
+        f"page-{name}", (*parts, request.get_full_path()), lambda: render(CSRF_PLACEHOLDER)
+    )
+    return HttpResponse(with_csrf(request, html))
+
+
+def _cached(name: str, parts: tuple, render: Callable[[], str]) -> str:
     raw = "\x1f".join(str(part) for part in (get_language(), *parts))
     digest = hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
     key = f"pages:{prices_version()}:{name}:{digest}"
-    cache = caches[CACHE]
-    html = cache.get(key)
-    if html is None:
-        html = str(render())
-        cache.set(key, html, timeout=FRAGMENT_SECONDS)
-    return mark_safe(html)  # noqa: S308 (our own rendered template output)
+    now = time.time()
+    with _local_lock:
+        entry = _local.get(key)
+    if entry is None or entry[0] <= now:
+        cache = caches[CACHE]
+        entry = cache.get(key)
+        if entry is None:
+            # The shared entry carries its expiry, so no process keeps it in memory longer.
+            entry = (now + FRAGMENT_SECONDS, str(render()))
+            cache.set(key, entry, timeout=FRAGMENT_SECONDS)
+        with _local_lock:
+            _local[key] = entry
+            while len(_local) > LOCAL_ENTRIES:
+                _local.popitem(last=False)
+    return entry[1]
 
 
 def with_csrf(request: HttpRequest, html: str) -> SafeString:

@@ -1,8 +1,9 @@
-"""Price polling: look at every active listing that is due, keep its history, and enqueue what
-its watches' triggers detect.
+"""Price polling: look at the active listings that are due, keep their history, and enqueue what
+their watches' triggers detect.
 
-A run takes due listings (not paused, least recently polled first) in batches of one source
-and, for each batch:
+A run takes the due listings (not paused, not polled within half the interval) that the poll
+plan chooses (`watches.pollplan`: within the marketplace's budget, watched listings first by
+priority, unwatched ones with what is left) in batches of one source, and for each batch:
 1. fetches them through the marketplace adapter (network; no transaction open);
 2. applies the observation rule of `watches.observations` — the same the dispatcher's
    re-fetch follows — in memory: which answers become PricePoints (not when nothing changed
@@ -34,11 +35,12 @@ from django.db import transaction
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
-from outbox.enqueue import Detection, enqueue_many
+from outbox.enqueue import Detection, detections_for, enqueue_many
 from watches.marketplaces.base import Observation
 from watches.missed import record_missed
 from watches.models import Listing, Watch
 from watches.observations import fetch, observe
+from watches.pollplan import plan
 from watches.triggers import History, Judgement, build_history, detect
 
 log = logging.getLogger("watches.polling")
@@ -119,10 +121,12 @@ def poll(
     now = now or timezone.now()
     if codes is not None:
         queryset = Listing.objects.filter(item_code__in=list(codes)).order_by("id")
+        pending = list(queryset.values_list("id", "source"))
     else:
-        queryset = due_listings(now, source=source, force=force)
+        # What the budget allows, by priority (watches.pollplan).
+        due = due_listings(now, source=source, force=force)
+        pending = [(item.listing_id, item.source) for item in plan(due, now)]
     # Ids first, then batches: the listing rows are read fresh right before each fetch.
-    pending = list(queryset.values_list("id", "source"))
     total = len(pending)
     result = PollResult()
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
@@ -150,8 +154,12 @@ def _batches(pending: list[tuple[int, str]], size: int) -> Iterable[tuple[str, l
 
 
 def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
-    """Fetch, record and judge one batch of listings of one source."""
-    listings = list(Listing.objects.filter(id__in=ids, paused=False).order_by("id"))
+    """Fetch, record and judge one batch of listings of one source, asking in the order of
+    `ids` (the plan's)."""
+    position = {listing_id: i for i, listing_id in enumerate(ids)}
+    listings = sorted(
+        Listing.objects.filter(id__in=ids, paused=False), key=lambda row: position[row.pk]
+    )
     result = PollResult(listings=len(listings))
     if not listings:
         return result
@@ -205,12 +213,12 @@ def _judge(
     detections = []
     for watch in watches:
         judgement = detect(watch, listing.units_per_pack, observation, history)
-        if judgement.holds and not watch.device.can_receive:
+        if judgement.holds and not watch.device.receiving_channels:
             # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, observation))
         elif judgement.holds:
             payload = snapshot(watch, listing, observation, history, judgement)
-            detections.append(Detection.for_watch(watch, observation.observed_at, payload))
+            detections.extend(detections_for(watch, observation.observed_at, payload))
     return detections
 
 

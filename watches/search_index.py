@@ -13,6 +13,7 @@ the triggers go with the old table — `install()` puts them back and re-indexes
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
@@ -40,6 +41,26 @@ _TRIGGERS = {
 }
 _REBUILD = "INSERT INTO watches_listing_fts(watches_listing_fts) VALUES ('rebuild')"
 _MATCH = "SELECT rowid FROM watches_listing_fts WHERE watches_listing_fts MATCH %s"
+# The index first, the listing row after, so the search stops at `limit` matches instead of
+# collecting all of them before the LIMIT applies (as `id IN (SELECT rowid …)` would).
+_FIRST_BY_INDEX = (
+    "SELECT l.id FROM watches_listing_fts f JOIN watches_listing l ON l.id = f.rowid "
+    "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
+)
+_FIRST_BY_SCAN = "SELECT l.id FROM watches_listing l WHERE NOT l.paused"
+# A product's offers stand for it once, by its first active offer, as `search.search` shows
+# it (the product link's index serves the subquery).
+_ONE_PER_PRODUCT = (
+    " AND (l.product_id IS NULL OR l.id = (SELECT MIN(o.id) FROM watches_listing o"
+    " WHERE o.product_id = l.product_id AND NOT o.paused))"
+)
+# PostgreSQL prices a random page at 4 sequential ones (a spinning disk's ratio) and then
+# prefers reading the whole table to find `limit` matches over the trigram index, about 4x
+# slower here with the table cached (docs/decisions.md). 1.1 is the usual figure for data in
+# memory or on SSD; set for this one statement only.
+_PG_RANDOM_PAGE_COST = "1.1"
+# Django's own `contains` lookup escapes %, _ and \ with a backslash; SQLite needs to be told.
+_LIKE_ESCAPE = {"sqlite": " ESCAPE '\\'"}
 
 
 def install(connection: BaseDatabaseWrapper) -> bool:
@@ -111,3 +132,40 @@ def matching(queryset: QuerySet, terms: list[str], vendor: str) -> QuerySet:
     for term in terms:
         queryset = queryset.filter(search_text__contains=term)
     return queryset
+
+
+def first_matches(
+    connection: BaseDatabaseWrapper, terms: list[str], category: str, limit: int
+) -> list[int]:
+    """Ids of at most `limit` active listings whose search text contains every one of
+    `terms` (already folded) — in `category` when one is given — in whatever order the index
+    yields them: it stops at `limit` instead of finding every match."""
+    where = [" AND l.search_text LIKE %s" + _LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
+    params: list = ["%" + connection.ops.prep_for_like_query(term) + "%" for term in terms]
+    where.append(_ONE_PER_PRODUCT)
+    if category:
+        where.append(" AND l.category = %s")
+        params.append(category)
+    long = [term for term in terms if len(term) >= 3]
+    if connection.vendor == "sqlite" and long:
+        # The trigram index finds the rows; the LIKEs, kept for every word, check only those
+        # (and serve the words too short for trigrams).
+        phrases = " AND ".join('"' + term.replace('"', '""') + '"' for term in long)
+        sql, params = _FIRST_BY_INDEX + "".join(where), [phrases, *params]
+    else:
+        # PostgreSQL's GIN index serves the LIKEs themselves.
+        sql = _FIRST_BY_SCAN + "".join(where)
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT current_setting('random_page_cost'), "
+                "set_config('random_page_cost', %s, true)",
+                [_PG_RANDOM_PAGE_COST],
+            )
+            before = cursor.fetchone()[0]
+        cursor.execute(sql + " LIMIT %s", [*params, limit])
+        ids = [row[0] for row in cursor.fetchall()]
+        if connection.vendor == "postgresql":
+            # Inside a caller's transaction the setting would outlive this statement.
+            cursor.execute("SELECT set_config('random_page_cost', %s, true)", [before])
+    return ids

@@ -7,14 +7,19 @@ records every write of a dispatch cycle at the SQL level, keep it so):
 
 - `refetch`: ask the marketplaces about listings right now and keep what they said, by the
   same rule as price polling (history point or not, last-seen state, typical price and 90-day
-  low, errors);
+  low, errors) — or, within a freshness bound the caller gives, take a poll's observation
+  instead of asking again;
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
+- `record_bounces`: the mail server refused addresses (5xx); at EMAIL_BOUNCE_LIMIT an address
+  is disabled; `unsubscribe_token`: the signed one-click unsubscribe token a mail carries;
 - `pause_listings`: staff stopped tracking listings; `listings_paused`, the signal staff's
   pausing sends (`watches.pausing`), on which the outbox drops the listings' queued rows;
 - `endpoint_allowed`: whether a push endpoint is on the allowlist, and `missed_for`: what a
   device would have been told while its notifications were off (both read-only, for the
-  outbox's channel and pages).
+  outbox's channel and pages);
+- `budget_status` and `watched_coverage`: the marketplaces' budgets per application id and
+  the share of watched listings checked lately (read-only, for the admin overview).
 """
 
 from __future__ import annotations
@@ -24,24 +29,32 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
+from django.db import transaction
 from django.db.models import Q
 from django.dispatch import Signal
 
 from common.bulk import update_by_id
+from watches import pagecache
+from watches.email_address import record_bounces, unsubscribe_token
 from watches.marketplaces.base import FetchResult
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
-from watches.observations import fetch, observe
+from watches.observations import fetch, fresh_observations, observe
+from watches.pollplan import budget_status, watched_coverage
 from watches.subscriptions import endpoint_allowed
 
 __all__ = [
     "advance_baselines",
+    "budget_status",
     "deactivate_gone_subscriptions",
     "endpoint_allowed",
     "listings_paused",
     "missed_for",
     "pause_listings",
+    "record_bounces",
     "refetch",
+    "unsubscribe_token",
+    "watched_coverage",
 ]
 
 # Sent by `watches.pausing.pause_listings` after staff paused listings, with `listing_ids`,
@@ -50,11 +63,22 @@ __all__ = [
 listings_paused = Signal()
 
 
-def refetch(listings: Iterable[Listing], now: dt.datetime) -> dict[int, FetchResult]:
+def refetch(
+    listings: Iterable[Listing], now: dt.datetime, *, fresh_within: dt.timedelta | None = None
+) -> dict[int, FetchResult]:
     """Ask each listing's marketplace about it now (one adapter call per source; no
     transaction open), keep every answer by the observation rule (`watches.observations`,
     saved in one short transaction), and return the answers by listing id. The listings are
-    updated in memory too. Never raises for an adapter's failure: that is an answer."""
+    updated in memory too. Never raises for an adapter's failure: that is an answer.
+
+    With `fresh_within`, a listing whose last poll (or re-fetch) observed it successfully
+    within that long of `now` is not asked again: its answer is that observation, as
+    stored, and nothing is written for it — the marketplace's budget is spent once."""
+    listings = list(listings)
+    results: dict[int, FetchResult] = {}
+    if fresh_within is not None:
+        results = fresh_observations(listings, now - fresh_within)
+        listings = [listing for listing in listings if listing.pk not in results]
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
         by_source[listing.source].append(listing)
@@ -63,10 +87,10 @@ def refetch(listings: Iterable[Listing], now: dt.datetime) -> dict[int, FetchRes
         fetched = fetch(source, [listing.item_code for listing in group])
         answers.extend((listing, fetched[listing.item_code]) for listing in group)
     if not answers:
-        return {}
+        return results
     observations = observe(answers, now)
     observations.save()
-    return {seen.listing.pk: seen.result for seen in observations.seen}
+    return {**results, **{seen.listing.pk: seen.result for seen in observations.seen}}
 
 
 def advance_baselines(delivered: Mapping[int, Decimal | None], now: dt.datetime) -> int:
@@ -94,4 +118,8 @@ def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:
 def pause_listings(listing_ids: Iterable[int]) -> int:
     """Stop tracking these listings (polling skips them, the dispatcher drops their rows).
     Returns how many were newly paused."""
-    return Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
+    paused = Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
+    if paused:
+        # The pages show a paused listing differently: cached ones are stale once committed.
+        transaction.on_commit(pagecache.prices_changed)
+    return paused

@@ -14,11 +14,16 @@ WINDOW_SECONDS = 60
 def allow(request: HttpRequest, scope: str, per_minute: int) -> bool:
     """Count this request against `scope`'s limit for its client address; False once more
     than `per_minute` requests came from that address in the current window."""
-    key = f"throttle:{scope}:{client_address(request)}"
-    if cache.add(key, 1, timeout=WINDOW_SECONDS):
+    return allow_key(f"{scope}:{client_address(request)}", per_minute, WINDOW_SECONDS)
+
+
+def allow_key(key: str, limit: int, window_seconds: int) -> bool:
+    """Count one more use of `key` in its fixed window; False once it passed `limit`."""
+    key = f"throttle:{key}"
+    if cache.add(key, 1, timeout=window_seconds):
         return True
     try:
-        return cache.incr(key) <= per_minute
+        return cache.incr(key) <= limit
     except ValueError:  # expired between add and incr
         return True
 

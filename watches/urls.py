@@ -2,12 +2,19 @@
 
 from django.urls import include, path
 
-from watches import views, views_device, views_watches
+from watches import views, views_device, views_email, views_products, views_watches
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("add/", views.add_by_link, name="add-by-link"),
     path("listings/<int:listing_id>/", views.listing_detail, name="listing"),
+    path(
+        "listings/<int:listing_id>/product",
+        views_products.listing_product,
+        name="listing-product",
+    ),
+    path("products/add", views_products.add_by_jan, name="add-by-jan"),
+    path("products/<int:product_id>/", views_products.product_detail, name="product"),
     path("watches/", views_watches.my_watches, name="my-watches"),
     path("watches/<int:watch_id>/edit/", views_watches.edit_watch, name="watch-edit"),
     path("watches/<int:watch_id>/pause", views_watches.pause_watch, name="watch-pause"),
@@ -18,6 +25,11 @@ urlpatterns = [
     path("settings/", views_device.settings_page, name="device-settings"),
     path("settings/transfer", views_device.create_transfer, name="device-transfer-create"),
     path("settings/delete", views_device.delete_data, name="device-delete"),
+    path("settings/email", views_email.email_settings, name="device-email"),
+    path("settings/channels", views_email.notify_via, name="device-notify-via"),
+    path("settings/quiet", views_email.quiet_hours, name="device-quiet-hours"),
+    path("email/confirm/<str:token>/", views_email.confirm, name="email-confirm"),
+    path("email/unsubscribe/<str:token>/", views_email.unsubscribe, name="email-unsubscribe"),
     path("transfer/<str:token>/", views_device.transfer, name="device-transfer"),
     path("push/subscribe", views_device.push_subscribe, name="push-subscribe"),
     path("push/unsubscribe", views_device.push_unsubscribe, name="push-unsubscribe"),

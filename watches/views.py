@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from watches import devices, intake, pagecache, search, throttle, watchlist
+from watches import devices, intake, pagecache, product_intake, search, throttle, watchlist
 from watches.charts import price_chart
-from watches.forms import AddByLinkForm, WatchForm
+from watches.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.history import load_points
-from watches.models import Listing, PricePoint, Watch
+from watches.models import Device, Listing, PricePoint, Product, Watch
 from watches.pagecache import CSRF_PLACEHOLDER
 from watches.triggers import LOW_WINDOW
 
 PAGE_SIZE = 20
+# The home page's query parameters when browsing (a search, `q`, is rendered every time).
+BROWSE_PARAMS = ("category", "page")
 # Adding by link asks a marketplace about a new item: a few a minute per address is plenty
 # for a person and keeps the page from being a way to hammer the marketplace through us.
 ADD_PER_MINUTE = 10
@@ -29,10 +34,36 @@ ADD_PER_MINUTE = 10
 
 @require_http_methods(["GET", "HEAD"])
 def home(request: HttpRequest) -> HttpResponse:
-    return _render_home(request, AddByLinkForm())
+    if pagecache.shared(request, BROWSE_PARAMS):
+        # Browsing says nothing personal: the whole page is cached until prices change.
+        return pagecache.page(
+            request,
+            "home",
+            (),
+            lambda csrf_token: _home_html(request, AddByLinkForm(), csrf_token),
+        )
+    return _render_home(request)
 
 
-def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 200) -> HttpResponse:
+def _render_home(
+    request: HttpRequest,
+    add_form: AddByLinkForm | None = None,
+    status: int = 200,
+    *,
+    jan_form: AddByJanForm | None = None,
+) -> HttpResponse:
+    html = _home_html(request, add_form or AddByLinkForm(), get_token(request), jan_form=jan_form)
+    return HttpResponse(html, status=status)
+
+
+def _home_html(
+    request: HttpRequest,
+    add_form: AddByLinkForm,
+    csrf_token: str,
+    *,
+    jan_form: AddByJanForm | None = None,
+) -> str:
+    jan_form = jan_form or AddByJanForm()
     query = search.normalise(request.GET.get("q", ""))
     category = request.GET.get("category", "")[:100]
     page_number = _page_number(request.GET.get("page"))
@@ -54,8 +85,7 @@ def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 20
             (),
             lambda: render_to_string("watches/_field.html", {"field": add_form["link"]}),
         )
-    return render(
-        request,
+    return render_to_string(
         "watches/home.html",
         {
             "nav": "home",
@@ -65,8 +95,10 @@ def _render_home(request: HttpRequest, add_form: AddByLinkForm, status: int = 20
             "results_html": results,
             "add_form": add_form,
             "add_field_html": add_field,
+            "csrf_token": csrf_token,
+            "jan_form": jan_form,
         },
-        status=status,
+        request=request,
     )
 
 
@@ -76,13 +108,25 @@ def _chips(query: str, category: str) -> str:
 
 
 def _results(query: str, category: str, page_number: int) -> str:
-    page = Paginator(search.search(query, category), PAGE_SIZE).get_page(page_number)
+    more = False
+    if query:
+        found = search.search_results(query, category)
+        listings, more = found.listings, found.more
+    else:
+        listings = search.search("", category)
+    page = Paginator(listings, PAGE_SIZE).get_page(page_number)
     browsing = bool(query or category)
+    cheap = [] if browsing or page.number > 1 else list(search.cheap_now())
+    rows = [*page, *cheap]
+    summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
+    for row in rows:
+        row.offers_from = summaries.get(row.product_id)
     context = {
         "query": query,
         "category": category,
         "page": page,
-        "cheap": [] if browsing or page.number > 1 else list(search.cheap_now()),
+        "more": more,
+        "cheap": cheap,
     }
     return render_to_string("watches/_results.html", context)
 
@@ -110,11 +154,13 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
             )
         else:
             try:
-                listing = intake.find_or_add(form.ref)
+                found = product_intake.add_by_link(form.ref)
             except intake.IntakeError as error:
                 form.add_error("link", error.message)
             else:
-                return redirect("listing", listing.pk)
+                if isinstance(found, Product):
+                    return redirect("product", found.pk)
+                return redirect("listing", found.pk)
     return _render_home(request, form)
 
 
@@ -122,6 +168,10 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
 def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
     """The listing, its price history and the watch form. POST creates the watch (and the
     device, on first need) and comes back here; an invalid form changes nothing."""
+    if request.method != "POST":
+        shared = _shared_listing_page(request, listing_id)
+        if shared is not None:
+            return shared
     listing = get_object_or_404(Listing, pk=listing_id)
     if request.method == "POST":
         form = WatchForm(request.POST, listing=listing)
@@ -147,6 +197,36 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
         if device
         else []
     )
+    return HttpResponse(
+        _listing_html(request, listing, form, device, mine, now, get_token(request))
+    )
+
+
+def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse | None:
+    """The listing page as every browser without a device gets it (a first visit: nothing
+    personal on it), cached whole until prices change — or None when this request's page is
+    its own (a device, whose watches it may show; a message waiting; a URL of its own)."""
+    if not pagecache.shared(request) or devices.get_device(request) is not None:
+        return None
+
+    def render(csrf_token: str) -> str:
+        listing = get_object_or_404(Listing, pk=listing_id)
+        form = WatchForm(listing=listing)
+        return _listing_html(request, listing, form, None, [], timezone.now(), csrf_token)
+
+    # No query when cached: saving, pausing or deleting a listing moves the prices version on.
+    return pagecache.page(request, "listing", (listing_id,), render)
+
+
+def _listing_html(
+    request: HttpRequest,
+    listing: Listing,
+    form: WatchForm,
+    device: Device | None,
+    mine: list[Watch],
+    now: dt.datetime,
+    csrf_token: str,
+) -> str:
     if mine:
         first_seen = (
             PricePoint.objects.filter(listing=listing, observed_at__gte=now - LOW_WINDOW)
@@ -167,28 +247,28 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
     else:
         main = _listing_main(listing, now, target)
     if form.is_bound:
-        watch_form = _watch_form(listing, form, csrf_token=get_token(request))
+        watch_form = _watch_form(listing, form, csrf_token)
     else:
-        # The empty form depends only on the listing: cached, with this visitor's token put in.
-        watch_form = pagecache.with_csrf(
-            request,
-            pagecache.fragment(
-                "watch-form", (listing.pk,), lambda: _watch_form(listing, form, CSRF_PLACEHOLDER)
-            ),
-        )
-    return render(
-        request,
+        # The empty form depends only on the listing: cached, with the token put in.
+        watch_form = pagecache.fragment(
+            "watch-form", (listing.pk,), lambda: _watch_form(listing, form, CSRF_PLACEHOLDER)
+        ).replace(CSRF_PLACEHOLDER, csrf_token)
+    return render_to_string(
         "watches/listing.html",
         {
             "listing": listing,
             "main_html": main,
-            "watch_form_html": watch_form,
+            "watch_form_html": mark_safe(watch_form),  # noqa: S308 (our own rendered template)
             "nav": "listing",
             "form": form,
-            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
+            "mine": watchlist.rows_for(
+                mine, now, can_notify=bool(device and device.receiving_channels)
+            ),
             "device": device,
             "push_active": devices.push_active(device),
+            "csrf_token": csrf_token,
         },
+        request=request,
     )
 
 

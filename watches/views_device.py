@@ -19,7 +19,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from watches import devices, throttle
-from watches.models import Device, Watch
+from watches.forms import EmailAddressForm, NotifyViaForm, QuietHoursForm
+from watches.models import Device, NotifyVia, Watch
 from watches.subscriptions import (
     InvalidSubscription,
     check_declared_size,
@@ -45,7 +46,7 @@ SUBSCRIBE_PER_MINUTE = 10
 
 @require_safe
 def settings_page(request: HttpRequest) -> HttpResponse:
-    return _render_settings(request, devices.get_device(request))
+    return render_settings(request, devices.get_device(request))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -61,7 +62,7 @@ def create_transfer(request: HttpRequest) -> HttpResponse:
         return redirect("device-settings")
     token = devices.create_transfer_link(device)
     link = request.build_absolute_uri(reverse("device-transfer", args=[token]))
-    response = _render_settings(request, device, transfer_link=link)
+    response = render_settings(request, device, transfer_link=link)
     response.headers["Referrer-Policy"] = TRANSFER_REFERRER_POLICY
     return response
 
@@ -111,7 +112,26 @@ def set_language(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _render_settings(request: HttpRequest, device: Device | None, **extra) -> HttpResponse:
+def render_settings(
+    request: HttpRequest, device: Device | None, *, status: int = 200, **extra
+) -> HttpResponse:
+    """The settings page; a form given in `extra` (email_form, via_form, quiet_form) is shown
+    with its errors instead of a fresh one."""
+    extra.setdefault("email_form", EmailAddressForm())
+    extra.setdefault(
+        "via_form",
+        NotifyViaForm(initial={"notify_via": device.notify_via if device else NotifyVia.PUSH}),
+    )
+    extra.setdefault(
+        "quiet_form",
+        QuietHoursForm(
+            initial={
+                "quiet_start": device.quiet_start if device else None,
+                "quiet_end": device.quiet_end if device else None,
+                "time_zone": device.time_zone if device else "Asia/Tokyo",
+            }
+        ),
+    )
     context = {
         "device": device,
         "watch_count": Watch.live.filter(device=device).count() if device else 0,
@@ -120,7 +140,7 @@ def _render_settings(request: HttpRequest, device: Device | None, **extra) -> Ht
         "transfer_minutes": settings.DEVICE_TRANSFER_MINUTES,
         **extra,
     }
-    return render(request, "watches/settings.html", context)
+    return render(request, "watches/settings.html", context, status=status)
 
 
 # --- Push subscription API (JSON) --------------------------------------------------------

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from watches import devices, watchlist
-from watches.forms import WatchForm
+from watches.forms import ProductWatchForm, WatchForm
 from watches.models import Watch
 
 
@@ -23,7 +23,7 @@ from watches.models import Watch
 def my_watches(request: HttpRequest) -> HttpResponse:
     device = devices.get_device(request)
     rows = watchlist.rows_for(
-        list(watchlist.live_watches(device)), can_notify=bool(device and device.can_receive)
+        list(watchlist.live_watches(device)), can_notify=bool(device and device.receiving_channels)
     )
     removed = _just_removed(request, device)
     return render(
@@ -35,23 +35,31 @@ def my_watches(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "removed": removed,
             "push_active": devices.push_active(device),
-            "can_notify": bool(device and device.can_receive),
+            "can_notify": bool(device and device.receiving_channels),
         },
     )
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 def edit_watch(request: HttpRequest, watch_id: int) -> HttpResponse:
-    watch = devices.owned_or_404(request, Watch.live.select_related("listing"), pk=watch_id)
-    listing = watch.listing
+    watch = devices.owned_or_404(
+        request, Watch.live.select_related("listing", "product"), pk=watch_id
+    )
+    listing, product = watch.listing, watch.product
+
+    def watch_form(*args, **kwargs) -> WatchForm:
+        # A product watch offers the product's triggers, and compares across its offers.
+        if product is not None:
+            return ProductWatchForm(*args, product=product, **kwargs)
+        return WatchForm(*args, listing=listing, **kwargs)
+
     if request.method == "POST":
-        form = WatchForm(request.POST, listing=listing)
+        form = watch_form(request.POST)
         if form.is_valid():
             params = form.params()
+            same = {"product": product} if product else {"listing": listing, "product": None}
             clash = (
-                Watch.live.filter(
-                    device_id=watch.device_id, listing=listing, trigger=params.trigger
-                )
+                Watch.live.filter(device_id=watch.device_id, trigger=params.trigger, **same)
                 .exclude(pk=watch.pk)
                 .exists()
             )
@@ -65,7 +73,7 @@ def edit_watch(request: HttpRequest, watch_id: int) -> HttpResponse:
                 messages.success(request, _("Your watch is updated."))
                 return redirect(reverse("my-watches") + f"#watch-{watch.pk}")
     else:
-        form = WatchForm(initial=WatchForm.initial_for(watch), listing=listing)
+        form = watch_form(initial=WatchForm.initial_for(watch))
     return render(
         request,
         "watches/edit_watch.html",

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from watches import units
-from watches.models import Device, Listing, PricePoint, Trigger, Watch, unit_price
+from watches.models import Device, Listing, PricePoint, Product, Trigger, Watch, unit_price
 from watches.templatetags.yasugoro import when
 from watches.triggers import (
     DEFAULT_DROP_PERCENT,
@@ -41,25 +41,31 @@ class WatchParams:
     use_unit_price: bool = False
 
 
-def save_watch(device: Device, listing: Listing, params: WatchParams) -> tuple[Watch, bool]:
-    """Watch `listing` for `device`. A device has at most one live watch per listing and
-    trigger: choosing the same trigger again changes that watch instead of adding a second,
-    which would only mean two notifications for one event. Returns (watch, created)."""
+def save_watch(
+    device: Device, listing: Listing, params: WatchParams, *, product: Product | None = None
+) -> tuple[Watch, bool]:
+    """Watch `listing` for `device` — or, with `product`, every offer of the product, the
+    watch following `listing` among them. A device has at most one live watch per listing
+    (or product) and trigger: choosing the same trigger again changes that watch instead of
+    adding a second, which would only mean two notifications for one event. Returns (watch,
+    created)."""
     with transaction.atomic():
-        existing = (
-            Watch.live.filter(device=device, listing=listing, trigger=params.trigger)
-            .order_by("-created_at", "-id")
-            .first()
-        )
+        live = Watch.live.filter(device=device, trigger=params.trigger)
+        if product is not None:
+            live = live.filter(product=product)
+        else:
+            live = live.filter(listing=listing, product__isnull=True)
+        existing = live.select_related("listing").order_by("-created_at", "-id").first()
         if existing is not None:
             return update_watch(existing, params), False
         watch = Watch.objects.create(
             device=device,
             listing=listing,
+            product=product,
             trigger=params.trigger,
             target_price=params.target_price,
             drop_percent=params.drop_percent,
-            use_unit_price=params.use_unit_price and bool(listing.units_per_pack),
+            use_unit_price=params.use_unit_price and bool((product or listing).units_per_pack),
         )
     return watch, True
 
@@ -71,7 +77,7 @@ def update_watch(watch: Watch, params: WatchParams) -> Watch:
     been told ¥980 yesterday, a new target of ¥1,000 must not repeat ¥980 today. It is
     cleared when what is compared changes (another trigger, or per unit instead of per pack):
     the old baseline is then a number of a different kind."""
-    use_unit = params.use_unit_price and bool(watch.listing.units_per_pack)
+    use_unit = params.use_unit_price and bool((watch.product or watch.listing).units_per_pack)
     compares_differently = watch.trigger != params.trigger or watch.use_unit_price != use_unit
     watch.trigger = params.trigger
     watch.target_price = params.target_price
@@ -224,7 +230,7 @@ def live_watches(device: Device | None) -> QuerySet[Watch]:
     )
     return (
         Watch.live.filter(device=device)
-        .select_related("listing")
+        .select_related("listing", "product")
         .annotate(first_seen=Subquery(first_seen))
         .order_by("-created_at", "-id")
     )

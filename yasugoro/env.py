@@ -83,3 +83,48 @@ def secret_from_file(path: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(value)
     return value
+
+
+# EMAIL_URL schemes: how Django's SMTP backend connects (port when the URL names none).
+_EMAIL_SCHEMES = {
+    "smtp": (25, False, False),  # plain, or whatever the server offers without STARTTLS
+    "smtp+tls": (587, True, False),  # STARTTLS (submission)
+    "smtps": (465, False, True),  # TLS from the first byte
+}
+
+
+def email_settings_from_url(url: str) -> dict[str, object]:
+    """Django's EMAIL_* settings from one URL: `smtp://user:password@host:port`,
+    `smtp+tls://…` (STARTTLS), `smtps://…` (implicit TLS), or `console:` (mails printed to
+    stdout). User and password are percent-decoded; `?timeout=S` sets EMAIL_TIMEOUT."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    if url.strip() in ("console:", "console://"):
+        return {"EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend"}
+    parts = urlsplit(url)
+    if parts.scheme not in _EMAIL_SCHEMES or not parts.hostname:
+        raise ImproperlyConfigured(
+            "EMAIL_URL must be smtp://, smtp+tls://, smtps://host[:port] or console:, "
+            f"got scheme {parts.scheme!r}"
+        )
+    default_port, tls, ssl = _EMAIL_SCHEMES[parts.scheme]
+    try:
+        port = parts.port or default_port
+    except ValueError:
+        raise ImproperlyConfigured("EMAIL_URL has a port that is not a number") from None
+    values: dict[str, object] = {
+        "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "EMAIL_HOST": parts.hostname,
+        "EMAIL_PORT": port,
+        "EMAIL_HOST_USER": unquote(parts.username or ""),
+        "EMAIL_HOST_PASSWORD": unquote(parts.password or ""),
+        "EMAIL_USE_TLS": tls,
+        "EMAIL_USE_SSL": ssl,
+    }
+    timeout = parse_qs(parts.query).get("timeout")
+    if timeout:
+        try:
+            values["EMAIL_TIMEOUT"] = float(timeout[-1])
+        except ValueError:
+            raise ImproperlyConfigured("EMAIL_URL's timeout must be a number") from None
+    return values

@@ -13,7 +13,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy
 
-from yasugoro.env import env_bool, env_float, env_int, env_list, env_str, secret_from_file
+from yasugoro.env import (
+    email_settings_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    secret_from_file,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("YASUGORO_VAR_DIR", str(BASE_DIR / "var")))
@@ -131,8 +139,8 @@ X_FRAME_OPTIONS = "DENY"
 
 # --- Outbox -------------------------------------------------------------------------------
 OUTBOX_MAX_RETRY = env_int("OUTBOX_MAX_RETRY", 8, minimum=0)
-# At least OUTBOX_CYCLE_SECONDS + the Web Push timeouts + 5 s (checked at start-up,
-# outbox.lease.check_settings); the dispatcher renews it while it works.
+# At least 2 × the longest delivery (Web Push connect + read, or EMAIL_TIMEOUT) + 5 s
+# (checked at start-up, outbox.lease.check_settings); the dispatcher renews it while it works.
 OUTBOX_LEASE_SECONDS = env_int("OUTBOX_LEASE_SECONDS", 300, minimum=10)
 # A re-fetched value older than this is fetched again before a send.
 OUTBOX_REFETCH_MAX_AGE = env_int("OUTBOX_REFETCH_MAX_AGE", 30, minimum=1)
@@ -151,7 +159,46 @@ OUTBOX_DISPATCH_RUN_RETENTION_DAYS = env_int("OUTBOX_DISPATCH_RUN_RETENTION_DAYS
 OUTBOX_CHANNEL_CLASSES = {
     "console": "outbox.channels.console.ConsoleChannel",
     "webpush": "outbox.channels.webpush.WebPushChannel",
+    "email": "outbox.channels.email.EmailChannel",
 }
+
+# --- E-mail -------------------------------------------------------------------------------
+# Django's mail framework: EMAIL_URL (smtp://, smtp+tls://, smtps://, console:) or the
+# EMAIL_* settings one by one. Under DEBUG without either, mails are printed (console).
+EMAIL_URL = env_str("EMAIL_URL")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+# Without a timeout a stalled SMTP server would hold a delivery thread for ever.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+if EMAIL_URL:
+    globals().update(email_settings_from_url(EMAIL_URL))
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Yasugoro <noreply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Where links in a mail point (no trailing slash): the site as people reach it.
+SITE_URL = env_str(
+    "SITE_URL", "http://127.0.0.1:8000" if DEBUG else f"https://{ALLOWED_HOSTS[0]}"
+).rstrip("/")
+if not re.fullmatch(r"https?://[^\s/?#]+", SITE_URL):
+    raise ImproperlyConfigured(f"SITE_URL must be http(s)://host[:port], got {SITE_URL!r}")
+# A confirmation link works this long; unsubscribe links in a mail for EMAIL_UNSUBSCRIBE_DAYS.
+EMAIL_CONFIRM_HOURS = env_int("EMAIL_CONFIRM_HOURS", 48, minimum=1)
+EMAIL_UNSUBSCRIBE_DAYS = env_int("EMAIL_UNSUBSCRIBE_DAYS", 365, minimum=1)
+# Confirmation mails per device and per address in an hour (nobody can make us mail-bomb).
+EMAIL_CONFIRM_PER_HOUR = env_int("EMAIL_CONFIRM_PER_HOUR", 3, minimum=1)
+# Hard bounces (5xx on the recipient) after which the address is disabled.
+EMAIL_BOUNCE_LIMIT = env_int("EMAIL_BOUNCE_LIMIT", 3, minimum=1)
 
 # --- Anonymous devices --------------------------------------------------------------------
 # The device cookie carries the only copy of the device's token; the database keeps its hash.
@@ -204,6 +251,9 @@ PUSH_SUBSCRIPTION_MAX_BYTES = 4096
 # with the demo app, below).
 MARKETPLACE_ADAPTERS: dict[str, str] = {}
 RAKUTEN_APP_ID = env_str("RAKUTEN_APP_ID")
+# Several application ids add up: each has its own allowance of RAKUTEN_RATE_PER_SECOND.
+RAKUTEN_APP_IDS = env_list("RAKUTEN_APP_IDS", [RAKUTEN_APP_ID] if RAKUTEN_APP_ID else [])
+RAKUTEN_APP_ID = RAKUTEN_APP_ID or (RAKUTEN_APP_IDS[0] if RAKUTEN_APP_IDS else "")
 RAKUTEN_API_URL = env_str(
     "RAKUTEN_API_URL", "https://app.rakuten.co.jp/services/api/IchibaItem/Search/20220601"
 )
@@ -215,6 +265,22 @@ RAKUTEN_READ_TIMEOUT = env_float("RAKUTEN_READ_TIMEOUT", 10.0, minimum=0.01)
 RAKUTEN_MAX_WAIT_SECONDS = env_float("RAKUTEN_MAX_WAIT_SECONDS", 10.0, minimum=0)
 if RAKUTEN_APP_ID:
     MARKETPLACE_ADAPTERS["rakuten"] = "watches.marketplaces.rakuten.RakutenMarketplace"
+# Yahoo! Shopping Item Search v3: one item by code, or every shop's offer of a JAN code in one
+# request (watches.marketplaces.yahoo). Its budget is its own: 1 query/s per application id.
+YAHOO_APP_ID = env_str("YAHOO_APP_ID")
+YAHOO_API_URL = env_str(
+    "YAHOO_API_URL", "https://shopping.yahooapis.jp/ShoppingWebService/V3/itemSearch"
+)
+YAHOO_RATE_PER_SECOND = env_float("YAHOO_RATE_PER_SECOND", 1.0, minimum=0.01)
+YAHOO_CONNECT_TIMEOUT = env_float("YAHOO_CONNECT_TIMEOUT", 3.05, minimum=0.01)
+YAHOO_READ_TIMEOUT = env_float("YAHOO_READ_TIMEOUT", 10.0, minimum=0.01)
+YAHOO_MAX_WAIT_SECONDS = env_float("YAHOO_MAX_WAIT_SECONDS", 10.0, minimum=0)
+# Offers asked for per JAN code, cheapest first (the API answers at most 100 a request).
+YAHOO_OFFERS_PER_PRODUCT = env_int("YAHOO_OFFERS_PER_PRODUCT", 50, minimum=1)
+if YAHOO_OFFERS_PER_PRODUCT > 100:
+    raise ImproperlyConfigured("YAHOO_OFFERS_PER_PRODUCT must be at most 100 (the API's page)")
+if YAHOO_APP_ID:
+    MARKETPLACE_ADAPTERS["yahoo"] = "watches.marketplaces.yahoo.YahooMarketplace"
 
 # --- Price polling ------------------------------------------------------------------------
 POLL_MINUTES = env_int("POLL_MINUTES", 15, minimum=1)
@@ -228,13 +294,18 @@ POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
 # POLL_BATCH_SIZE / its rate seconds (100 s for Rakuten at 1/s): this plus one batch must stay
 # below Q_TIMEOUT.
 POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
+# The share of a rate-limited marketplace's budget a polling run leaves to the dispatcher's
+# re-fetches (watches.pollplan).
+POLL_REFETCH_SHARE = env_float("POLL_REFETCH_SHARE", 0.2, minimum=0)
+if POLL_REFETCH_SHARE >= 1:
+    raise ImproperlyConfigured(f"POLL_REFETCH_SHARE must be below 1, got {POLL_REFETCH_SHARE}")
 
 # --- Demo world ---------------------------------------------------------------------------
 # The `demo` app (a built-in marketplace, its catalogue, `demo_market`, `seed_demo`, the demo
 # tick) is installed only with DEMO_MARKET: by default under DEBUG, or where no real
 # marketplace is configured (it is then the only one). A production with Rakuten has no demo
 # app, admin page, command or schedule; production apps never import it.
-DEMO_MARKET = env_bool("DEMO_MARKET", DEBUG or not RAKUTEN_APP_ID)
+DEMO_MARKET = env_bool("DEMO_MARKET", DEBUG or not (RAKUTEN_APP_ID or YAHOO_APP_ID))
 # Move the demo market on a schedule (`demo-tick`), so a running `make run` shows detections,
 # sends and drops on its own.
 DEMO_TICK = env_bool("DEMO_TICK", DEBUG and DEMO_MARKET)

@@ -29,12 +29,15 @@ VAPID_PRIVATE_KEY = (
     .rstrip(b"=")
     .decode()
 )
-# The fake Ichiba answers at once: a stalled answer must time out soon (but not so soon that a
-# loaded CI machine turns a normal answer into a timeout), and the client-side
-# rate limit (tested on its own with a fake clock) must not slow every test down.
+# The fake Ichiba and the fake Yahoo answer at once: a stalled answer must time out soon (but
+# not so soon that a loaded CI machine turns a normal answer into a timeout), and the
+# client-side rate limit (tested on its own with a fake clock) must not slow every test down.
 RAKUTEN_CONNECT_TIMEOUT = 2.0
 RAKUTEN_READ_TIMEOUT = 1.0
 RAKUTEN_RATE_PER_SECOND = 1000.0
+YAHOO_CONNECT_TIMEOUT = 2.0
+YAHOO_READ_TIMEOUT = 1.0
+YAHOO_RATE_PER_SECOND = 1000.0
 # Never scheduled by the test database's migrate, whatever DEBUG says.
 DEMO_TICK = False
 # Tests clear the cache around every test: it must never be a shared Redis (REDIS_URL may be

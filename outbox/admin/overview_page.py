@@ -1,5 +1,6 @@
 """The overview in the admin: a page of its own, and a panel on top of the changelist. The
-numbers come from `outbox.stats`, their arrangement from `outbox.overview`."""
+numbers come from `outbox.stats`, their arrangement from `outbox.overview`; the page adds the
+marketplaces' budgets and the coverage of watched listings (from `watches.services`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext
 
 from outbox.overview import Overview, build_overview
 from outbox.stats import outbox_stats
+from watches import services
 
 
 class OverviewMixin:
@@ -41,6 +44,7 @@ class OverviewMixin:
             "title": gettext("Outbox overview"),
             "opts": self.opts,
             "overview": self.overview(),
+            "marketplaces": marketplace_overview(timezone.now()),
             "media": self.media,
         }
         return TemplateResponse(request, "admin/outbox/outbox/overview.html", context)
@@ -49,3 +53,12 @@ class OverviewMixin:
         changelist_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
         stats = outbox_stats() if chart else outbox_stats(chart_days=0)
         return build_overview(stats, changelist_url)
+
+
+def marketplace_overview(now) -> dict:
+    """The marketplaces' budgets per application id and the coverage of watched listings
+    (watches.pollplan), for the overview page only: the budget may live in Redis."""
+    return {
+        "budgets": services.budget_status(now),
+        "coverage": services.watched_coverage(now),
+    }

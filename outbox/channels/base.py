@@ -19,6 +19,7 @@ class DeliveryKind(StrEnum):
     SERVER = "server"  # retry
     GONE = "gone"  # the subscription no longer exists: drop, deactivate it
     REJECTED = "rejected"  # the service refused our request (400/401/403/413): fail
+    BOUNCED = "bounced"  # the mail server refused the recipient (5xx): drop, count the bounce
 
 
 class DeliveryError(Exception):

@@ -26,12 +26,9 @@ from __future__ import annotations
 
 import json
 import random
-import socket
-import struct
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.server import Answer, FakeAPI
 
 APP_ID = "test-app-id"
 FAULTS = ("rate_limited", "server", "stall", "reset", "malformed")
@@ -68,74 +65,26 @@ def ichiba_item(code: str, *, price: int = 1000, available: bool = True, **overr
     }
 
 
-class _Server(ThreadingHTTPServer):
-    # Several dispatcher processes with a pool of connections each: the default backlog of 5
-    # would drop connections before the server ever sees them.
-    request_queue_size = 256
-
-
-class FakeIchiba:
+class FakeIchiba(FakeAPI):
     def __init__(self) -> None:
+        super().__init__("/services/api/IchibaItem/Search/20220601")
         self.items: dict[str, dict] = {}
         self.behave: dict[str, str] = {}
         self.retry_after = "120"
-        self.stall_seconds = 5.0
-        self.requests: list[dict[str, str]] = []
+        self.app_ids = {APP_ID}  # the application ids it accepts
         self.fault_rate = 0.0
         self.faults: Counter[str] = Counter()
         self._random = random.Random(0)
-        self._release = threading.Event()
-        self._lock = threading.Lock()
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
-                with fake._lock:
-                    fake.requests.append(query)
-                    fault = fake._pick_fault()
-                if fault == "reset":
-                    # SO_LINGER 0: the client gets an RST instead of an answer.
-                    linger = struct.pack("ii", 1, 0)
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-                    self.connection.close()
-                    self.close_connection = True
-                    return
-                if fault:
-                    query = {**query, "_fault": fault}
-                status, headers, body = fake.answer(query)
-                if status is None:
-                    return
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:  # quiet test output
-                pass
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/services/api/IchibaItem/Search/20220601"
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    def start(self) -> FakeIchiba:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()  # let stalled handlers finish
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
+    def arrived(self, query: dict[str, str]) -> dict[str, str] | None:
+        fault = self._pick_fault()
+        if fault == "reset":
+            return None
+        return {**query, "_fault": fault} if fault else query
 
     def fail_at_random(self, rate: float, seed: int, *, retry_after: str = "1") -> None:
         """From now on, fail `rate` of the requests, each with one of FAULTS at random."""
-        with self._lock:
+        with self.lock:
             self.fault_rate, self._random = rate, random.Random(seed)
             self.retry_after = retry_after
 
@@ -153,8 +102,8 @@ class FakeIchiba:
     def asked(self, code: str) -> int:
         return sum(1 for query in self.requests if query.get("itemCode") == code)
 
-    def answer(self, query: dict[str, str]) -> tuple[int | None, dict[str, str], bytes]:
-        if query.get("applicationId") != APP_ID:
+    def answer(self, path: str, query: dict[str, str]) -> Answer:
+        if query.get("applicationId") not in self.app_ids:
             return _json(
                 400,
                 {"error": "wrong_parameter", "error_description": "specify valid applicationId"},
@@ -180,8 +129,7 @@ class FakeIchiba:
         if behaviour == "unavailable":
             return _json(503, {"error": "service_unavailable", "error_description": "maintenance"})
         if behaviour == "stall":
-            self._release.wait(self.stall_seconds)
-            return None, {}, b""
+            return self.stall()
         if behaviour == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"count": 1, "Items": [{"itemCo'
         if behaviour == "not_found":

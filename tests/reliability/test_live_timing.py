@@ -59,6 +59,7 @@ def test_a_live_dispatcher_keeps_its_rows_beside_one_that_recovers_leases_every_
         OUTBOX_CYCLE_SECONDS=50,
         WEBPUSH_CONNECT_TIMEOUT=connect,
         WEBPUSH_READ_TIMEOUT=read,
+        EMAIL_TIMEOUT=connect + read,
     )
     go, ready = tmp_path / "go", tmp_path / "ready"
     looping = start_dispatcher(env, tmp_path, "looping", ready=ready, go=go)

@@ -76,11 +76,33 @@ class Observation:
 FetchResult = Observation | FetchError
 
 
+@dataclass(frozen=True)
+class Offers:
+    """Every shop's offer of one product (a JAN code) on one marketplace right now, each an
+    Observation of that shop's item (its `extra` holds the JAN code the marketplace gave)."""
+
+    jan: str
+    offers: tuple[Observation, ...]
+    observed_at: dt.datetime
+
+
+OffersResult = Offers | FetchError
+
+
 class Marketplace(Protocol):
     source: str
 
     def fetch(self, item_codes: Iterable[str]) -> dict[str, FetchResult]:
         """One result per requested code; never raises for an outcome of the outside world."""
+        ...
+
+
+class OfferSearch(Marketplace, Protocol):
+    """A marketplace that can answer, in one request, every shop's offer of a JAN code."""
+
+    def offers(self, jans: Iterable[str]) -> dict[str, OffersResult]:
+        """One result per requested JAN code: its offers, or an error kind (`empty` when no
+        shop offers it now); never raises for an outcome of the outside world."""
         ...
 
 

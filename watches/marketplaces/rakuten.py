@@ -12,8 +12,10 @@ price). Every outcome becomes an Observation or a FetchError kind:
 - HTTP 5xx → `server`; a timeout or a refused/broken connection → `network`;
 - malformed JSON, missing fields, wrong types, another 4xx → `bad_response`.
 
-Requests go through one `requests.Session` per adapter and the process-wide rate limiter of
-the application id, shared with every other caller in the process.
+Requests go through one `requests.Session` per adapter and the budget of the application ids
+(`watches.marketplaces.ratelimit`): shared by every caller in the fleet with `REDIS_URL`, in the
+process without. With several ids (`RAKUTEN_APP_IDS`) their allowances add up: each request
+goes out under the id whose slot comes soonest, and a 429 holds off (and slows) that id only.
 """
 
 from __future__ import annotations
@@ -31,32 +33,33 @@ from django.utils import timezone
 
 from common.retry_after import parse_retry_after
 from common.text import clip
-from common.weburl import NotAWebURL, parse_web_url
 from monitoring.counters import count_marketplace_request
+from watches.marketplaces.answers import MAX_DETAIL as _MAX_DETAIL
+from watches.marketplaces.answers import Malformed as _Malformed
+from watches.marketplaces.answers import field as _field
+from watches.marketplaces.answers import optional as _optional
+from watches.marketplaces.answers import request_failed as _detail
+from watches.marketplaces.answers import safe_url as _safe_url
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
-from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
+from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
 
 log = logging.getLogger("watches.marketplaces.rakuten")
 
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
-_MAX_DETAIL = 150
-_MAX_URL = 1000
 
 
 class RakutenMarketplace:
     source = "rakuten"
 
     def __init__(self) -> None:
-        self.app_id: str = settings.RAKUTEN_APP_ID
-        if not self.app_id:
+        self.app_ids: list[str] = app_ids()
+        if not self.app_ids:
             raise ImproperlyConfigured("RAKUTEN_APP_ID is not set")
         self.url: str = settings.RAKUTEN_API_URL
         self.timeout = (settings.RAKUTEN_CONNECT_TIMEOUT, settings.RAKUTEN_READ_TIMEOUT)
         self.max_wait: float = settings.RAKUTEN_MAX_WAIT_SECONDS
-        self.limiter: RateLimiter = shared_limiter(
-            f"rakuten:{self.app_id}", settings.RAKUTEN_RATE_PER_SECOND
-        )
+        self.budget = budget()
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "Yasugoro price watch"
 
@@ -64,24 +67,35 @@ class RakutenMarketplace:
         codes = list(dict.fromkeys(item_codes))
         results: dict[str, FetchResult] = {}
         try:
+            unavailable: FetchError | None = None
             for code in codes:
-                if self.limiter.acquire(max_wait=self.max_wait) is None:
+                if unavailable is not None:
+                    results[code] = unavailable
+                    continue
+                try:
+                    slot = self.budget.acquire(max_wait=self.max_wait)
+                    wait = None if slot is not None else self.budget.wait_needed()
+                except LimiterUnavailable as exc:
+                    # No budget, no request: the fleet's allowance is unknown. The rest of
+                    # the batch is not asked either (each try could wait out a timeout).
+                    results[code] = unavailable = FetchError(FetchKind.RATE_LIMITED, str(exc))
+                    continue
+                if slot is None:
                     # Held off (a 429) for longer than a caller should block: the rest of
                     # the batch is rate limited without asking.
-                    wait = self.limiter.wait_needed()
                     results[code] = FetchError(
                         FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=wait
                     )
                     continue
-                results[code] = self._fetch_one(code)
-                count_marketplace_request(self.source, self.app_id, results[code])
+                results[code] = self._fetch_one(code, slot.app_id)
+                count_marketplace_request(self.source, slot.app_id, results[code])
         finally:
             self.session.close()
         return results
 
-    def _fetch_one(self, code: str) -> FetchResult:
+    def _fetch_one(self, code: str, app_id: str) -> FetchResult:
         params = {
-            "applicationId": self.app_id,
+            "applicationId": app_id,
             "itemCode": code,
             "formatVersion": 2,
             "availability": 0,
@@ -98,10 +112,10 @@ class RakutenMarketplace:
             return FetchError(FetchKind.NETWORK, _detail("connection failed", exc))
         except requests.RequestException as exc:
             return FetchError(FetchKind.NETWORK, _detail("request failed", exc))
-        return self._classify(code, response.status_code, response.headers, body)
+        return self._classify(code, app_id, response.status_code, response.headers, body)
 
     def _classify(
-        self, code: str, status: int, headers: Mapping[str, str], body: bytes
+        self, code: str, app_id: str, status: int, headers: Mapping[str, str], body: bytes
     ) -> FetchResult:
         try:
             data: Any = json.loads(body)
@@ -113,7 +127,11 @@ class RakutenMarketplace:
 
         if status == 429 or error == "too_many_requests":
             retry_after = parse_retry_after(headers.get("Retry-After"))
-            self.limiter.hold_off(retry_after if retry_after is not None else _DEFAULT_HOLD_OFF)
+            hold = retry_after if retry_after is not None else _DEFAULT_HOLD_OFF
+            try:
+                self.budget.hold_off(app_id, hold)
+            except LimiterUnavailable:
+                log.warning("could not record a 429 in the shared rate limiter")
             return FetchError(
                 FetchKind.RATE_LIMITED, clip(said, _MAX_DETAIL), retry_after=retry_after
             )
@@ -134,8 +152,16 @@ class RakutenMarketplace:
             return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), _MAX_DETAIL))
 
 
-class _Malformed(Exception):
-    pass
+def app_ids() -> list[str]:
+    """The configured application ids: `RAKUTEN_APP_IDS`, else `RAKUTEN_APP_ID`."""
+    ids = settings.RAKUTEN_APP_IDS or [settings.RAKUTEN_APP_ID]
+    return [app_id for app_id in dict.fromkeys(ids) if app_id]
+
+
+def budget() -> Budget:
+    """The requests Rakuten allows us: every application id at `RAKUTEN_RATE_PER_SECOND`."""
+    rate = settings.RAKUTEN_RATE_PER_SECOND
+    return Budget({app_id: limiter_for("rakuten", app_id, rate) for app_id in app_ids()})
 
 
 def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResult:
@@ -173,40 +199,3 @@ def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchRes
         image_url=_safe_url(images[0] if images else None),
         shop_name=(_optional(item, "shopName", str) or "")[:200],
     )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    if key not in data:
-        raise _Malformed(f"missing field {key}")
-    return _typed(data, key, kind)
-
-
-def _optional(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    if data.get(key) is None:
-        return None
-    return _typed(data, key, kind)
-
-
-def _typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
-    value = data[key]
-    # bool is an int to Python, never to the API.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise _Malformed(f"{key} must be {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _safe_url(url: str | None) -> str:
-    """Only plain https links are kept: they end up in admin links and notification icons."""
-    if not url or len(url) > _MAX_URL:
-        return ""
-    try:
-        parsed = parse_web_url(url)
-    except NotAWebURL:
-        return ""
-    return url if parsed.scheme == "https" else ""
-
-
-def _detail(what: str, exc: Exception) -> str:
-    # Only the exception's type: its text carries the request URL, application id included,
-    # and this detail is shown to staff.
-    return clip(f"{what}: {type(exc).__name__}", _MAX_DETAIL)

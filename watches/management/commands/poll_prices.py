@@ -1,4 +1,5 @@
-"""`manage.py poll_prices [--listing CODE]… [--force] [--json]`: one price-polling run by hand."""
+"""`manage.py poll_prices [--listing CODE]… [--force] [--json]`: one price-polling run by hand
+(products due, then listings due; with `--listing`, those listings alone)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from watches.models import Listing
-from watches.polling import next_due_at, poll
+from watches.polling import PollResult, next_due_at, poll
+from watches.product_polling import poll_products
 
 # Below this many listings a run is over before a progress line would help.
 _PROGRESS_FROM = 100
@@ -43,7 +45,12 @@ class Command(BaseCommand):
             if unknown:
                 raise CommandError(f"no listing with item code {', '.join(unknown)}")
         show_progress = not as_json and self.stdout.isatty()
-        result = poll(codes=codes, force=force, progress=self._progress if show_progress else None)
+        # Products first (every shop's offer in one request each): the offers they observe
+        # are then not due for listing polling. Asked for listings by code: those alone.
+        result = PollResult() if codes else poll_products(force=force)
+        result.add(
+            poll(codes=codes, force=force, progress=self._progress if show_progress else None)
+        )
         if show_progress and result.listings >= _PROGRESS_FROM:
             self.stdout.write("")
         counts = result.as_json()

@@ -1,0 +1,123 @@
+"""The e-mail channel: one notification, one mail, through Django's mail framework (SMTP in
+production, the console under `make run`).
+
+Each mail has a text and an HTML part in the device's language, a `Message-ID` fixed by the
+outbox row (a re-send after a crash is the same message, which mail clients fold), and the
+RFC 8058 headers `List-Unsubscribe` (a signed URL) and `List-Unsubscribe-Post:
+List-Unsubscribe=One-Click`, with the same link in the body.
+
+What the SMTP server says becomes a DeliveryError kind (the dispatcher's table turns kinds
+into outcomes):
+
+    5xx on the recipient (RCPT TO)        BOUNCED   dropped, counted toward disabling the address
+    4xx anywhere                          SERVER    transient: retry
+    refused, reset, dropped connections,
+    timeouts                              NETWORK   retry
+    5xx on the sender, the data, the
+    login                                 REJECTED  our configuration or our mail: failed
+"""
+
+from __future__ import annotations
+
+import smtplib
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import translation
+
+from common.text import clip
+from outbox.channels.base import DeliveryError, DeliveryKind, Message
+from watches.services import unsubscribe_token
+
+if TYPE_CHECKING:
+    from outbox.models import Outbox
+
+# How much of an SMTP server's answer staff read in the row's detail.
+_ANSWER_LIMIT = 300
+
+
+class EmailChannel:
+    name = "email"
+
+    def deliver(self, row: Outbox, message: Message) -> dict:
+        # Only rows whose device has a confirmed, working address get here
+        # (outbox.recheck.guard drops the others `no_email`).
+        mail = build_mail(row, message)
+        try:
+            with get_connection(fail_silently=False) as connection:
+                connection.send_messages([mail])
+        except Exception as exc:
+            raise classify(exc) from None
+        return {"message_id": mail.extra_headers["Message-ID"]}
+
+
+def message_id(row: Outbox) -> str:
+    """Stable per outbox row: a second delivery of the same row is the same message."""
+    return f"<outbox-{row.pk}@{_domain()}>"
+
+
+def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
+    device = row.device
+    unsubscribe_url = settings.SITE_URL + reverse(
+        "email-unsubscribe", args=[unsubscribe_token(device.pk, device.email)]
+    )
+    context = {
+        "message": message,
+        "url": settings.SITE_URL + message.url,
+        "unsubscribe_url": unsubscribe_url,
+        "settings_url": settings.SITE_URL + reverse("device-settings"),
+    }
+    with translation.override(device.language):
+        text = render_to_string("outbox/email/notification.txt", context)
+        html = render_to_string("outbox/email/notification.html", context)
+    mail = EmailMultiAlternatives(
+        subject=clip(f"{message.title} — {message.body}", 150),
+        body=text,
+        to=[device.email],
+        headers={
+            "Message-ID": message_id(row),
+            "List-Unsubscribe": f"<{unsubscribe_url}>",
+            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+            # Mail clients and servers that know it send no out-of-office replies to this.
+            "Auto-Submitted": "auto-generated",
+        },
+    )
+    mail.attach_alternative(html, "text/html")
+    return mail
+
+
+def classify(exc: BaseException) -> DeliveryError:
+    """One SMTP failure as a DeliveryError kind (see the module's table)."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        # One recipient per mail: its (code, answer) is the refusal.
+        code, answer = next(iter(exc.recipients.values()), (0, b""))
+        kind = DeliveryKind.BOUNCED if 500 <= code < 600 else DeliveryKind.SERVER
+        return DeliveryError(kind, _said("recipient refused", code, answer), status_code=code)
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        return DeliveryError(DeliveryKind.NETWORK, f"mail server disconnected: {exc}")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        code = exc.smtp_code
+        if 400 <= code < 500:
+            return DeliveryError(DeliveryKind.SERVER, _said("mail server", code, exc.smtp_error))
+        return DeliveryError(
+            DeliveryKind.REJECTED, _said("mail server", code, exc.smtp_error), status_code=code
+        )
+    if isinstance(exc, TimeoutError):
+        return DeliveryError(DeliveryKind.NETWORK, "mail server timed out")
+    if isinstance(exc, OSError | smtplib.SMTPException):
+        return DeliveryError(DeliveryKind.NETWORK, f"mail server unreachable: {type(exc).__name__}")
+    return DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}")
+
+
+def _said(what: str, code: int, answer: bytes | str) -> str:
+    if isinstance(answer, bytes):
+        answer = answer.decode("utf-8", "replace")
+    return clip(f"{what}: {code} {' '.join(answer.split())}", _ANSWER_LIMIT)
+
+
+def _domain() -> str:
+    return urlsplit(settings.SITE_URL).hostname or "localhost"

@@ -1,0 +1,71 @@
+"""Quiet hours: a claimed row whose device is inside its quiet window is not sent now.
+
+It goes back to `retry` with the reason `quiet_hours`, its `next_attempt_at` at the window's
+end and no retry counted (its `retry_count` stays, so the cap is never nearer for having
+waited), fenced by the claim like every other outcome. When the window ends it is claimed,
+re-fetched and re-checked like any other row: a sale that ended overnight is dropped
+`condition_lost`, never sent stale. Held rows are not re-fetched: the marketplace is asked
+only when something may go out.
+
+The window is the device's (`Device.quiet_start`, `quiet_end`, local times in
+`Device.time_zone`): `start <= t < end`, or, when it crosses midnight (start > end),
+`t >= start or t < end`. Off while either end is empty.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections import Counter
+
+from django.db import transaction
+
+from outbox.models import Outbox, Reason, Status
+from outbox.transitions import Fence, Outcome, transition_each
+from watches.models import Device
+
+
+def quiet_until(device: Device, now: dt.datetime) -> dt.datetime | None:
+    """When `device`'s quiet window that contains `now` ends, or None when `now` is outside
+    it (or the device has none)."""
+    start, end = device.quiet_start, device.quiet_end
+    if start is None or end is None or start == end:
+        return None
+    try:
+        zone = zoneinfo.ZoneInfo(device.time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = zoneinfo.ZoneInfo("Asia/Tokyo")
+    local = now.astimezone(zone)
+    t = local.time().replace(tzinfo=None)
+    if start < end:
+        inside, ends_tomorrow = start <= t < end, False
+    else:
+        inside, ends_tomorrow = t >= start or t < end, t >= start
+    if not inside:
+        return None
+    day = local.date() + dt.timedelta(days=1 if ends_tomorrow else 0)
+    return dt.datetime.combine(day, end, tzinfo=zone).astimezone(dt.UTC)
+
+
+def hold_quiet_rows(
+    rows: list[Outbox], holder: str, now: dt.datetime
+) -> tuple[list[Outbox], Counter[Status]]:
+    """Hold the claimed `rows` whose device is in its quiet hours (see the module). Returns
+    the rows left to re-check and send, and how many were held (as `retry`)."""
+    until = {row.pk: end for row in rows if (end := quiet_until(row.device, now)) is not None}
+    if not until:
+        return rows, Counter()
+    outcomes = {
+        row_id: Outcome(
+            Status.RETRY,
+            Reason.QUIET_HOURS,
+            f"held until {end.isoformat()}",
+            {"until": end.isoformat()},
+            {"claimed_by": "", "next_attempt_at": end},
+        )
+        for row_id, end in until.items()
+    }
+    fence = Fence(holder, {row.pk: row.attempts for row in rows if row.pk in until})
+    with transaction.atomic():
+        won = transition_each(outcomes, expect=[Status.SENDING], fence=fence, actor=holder, now=now)
+    return [row for row in rows if row.pk not in until], Counter({Status.RETRY: len(won)})

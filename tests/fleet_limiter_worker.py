@@ -1,0 +1,18 @@
+"""Run in a child process by tests/test_fleet_ratelimit.py: one process of the fleet taking
+slots from the shared budget. Imports nothing of Django: the limiter needs only Redis."""
+
+from __future__ import annotations
+
+import redis
+
+from watches.marketplaces.ratelimit import RedisRateLimiter
+
+
+def take_slots(url: str, key: str, rate: float, now: float, count: int, start) -> list[float]:
+    """`count` slots at the fake time `now` (which never moves: every process asks "at the
+    same time"); the waits each was given."""
+    limiter = RedisRateLimiter(
+        redis.Redis.from_url(url), key, rate, clock=lambda: now, sleep=lambda _: None
+    )
+    start.wait()
+    return [limiter.acquire() for _ in range(count)]

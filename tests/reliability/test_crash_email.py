@@ -1,0 +1,143 @@
+"""E-mail rows under a SIGKILLed dispatcher: a real SMTP server on 127.0.0.1 takes the mail,
+the dispatcher process is killed at random moments, and once its lease has expired every row
+is terminal — none lost; a row it had mailed but not recorded is mailed again, and both
+copies carry the row's one `Message-ID`, so a mail client folds them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import re
+import secrets
+import signal
+import time
+from collections import Counter, defaultdict
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from outbox.dispatch import run_cycle
+from outbox.enqueue import Detection, enqueue_many
+from outbox.models import Outbox, Status
+from tests.reliability.world import (
+    child_env,
+    demo_listings,
+    not_terminal,
+    start_dispatcher,
+    statuses,
+    wait_for,
+)
+from watches.models import Channel, Device, NotifyVia, Trigger, Watch
+
+# The lease's floor is 2 × the longest delivery (here the 5 s SMTP timeout) + 5 s.
+LEASE_SECONDS = 15
+TIMEOUTS = {"WEBPUSH_CONNECT_TIMEOUT": 1, "WEBPUSH_READ_TIMEOUT": 1.5}
+DEVICES = LISTINGS = 10  # every row a distinct (address, listing): a mail names its row
+
+
+def email_devices(count: int) -> list[Device]:
+    return Device.objects.bulk_create(
+        Device(
+            token_hash=secrets.token_hex(32),
+            channel=Channel.CONSOLE,
+            notify_via=NotifyVia.EMAIL,
+            email=f"rel{i}-{secrets.token_hex(3)}@mail.example",
+            email_confirmed_at=timezone.now(),
+            language="en",
+        )
+        for i in range(count)
+    )
+
+
+def email_rows(devices, listings) -> dict[tuple[str, int], int]:
+    """One due e-mail row per (device, listing) pair. Returns (address, listing id) → row."""
+    watches = Watch.objects.bulk_create(
+        Watch(device=d, listing=item, trigger=Trigger.TARGET_PRICE, target_price=950)
+        for d in devices
+        for item in listings
+    )
+    now = timezone.now()
+    assert enqueue_many(
+        Detection(w.pk, w.device_id, Channel.EMAIL, w.trigger, now, {"price": 900, "line": "950"})
+        for w in watches
+    ) == len(watches)
+    address = {d.pk: d.email for d in devices}
+    return {
+        (address[device_id], listing_id): row_id
+        for row_id, device_id, listing_id in Outbox.objects.filter(
+            watch__in=[w.pk for w in watches]
+        ).values_list("id", "device_id", "watch__listing_id")
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sigkilled_dispatcher_loses_no_mail_and_duplicates_carry_the_same_message_id(
+    smtp_server, full, figures, tmp_path, settings
+):
+    runs = 10 if full else 2
+    settings.OUTBOX_LEASE_SECONDS = LEASE_SECONDS
+    settings.EMAIL_TIMEOUT = 5
+    for name, value in TIMEOUTS.items():
+        setattr(settings, name, value)
+    smtp_server.delay = 0.005
+    devices, listings = email_devices(DEVICES), demo_listings(LISTINGS)
+    env = child_env(
+        OUTBOX_LEASE_SECONDS=LEASE_SECONDS,
+        OUTBOX_BATCH_SIZE=20,
+        EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}?timeout=5",
+        **TIMEOUTS,
+    )
+    rng = random.Random(int(os.environ.get("RELIABILITY_SEED", "7")))
+    totals: Counter[str] = Counter()
+
+    for run in range(runs):
+        smtp_server.clear()
+        rows = email_rows(devices, listings)
+        go, ready = tmp_path / f"go-{run}", tmp_path / f"ready-{run}"
+        proc = start_dispatcher(env, tmp_path, f"killed-{run}", ready=ready, go=go)
+        wait_for([ready], [proc], timeout=60)
+        go.touch()
+        time.sleep(rng.uniform(0.05, 0.6))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+        later = timezone.now() + dt.timedelta(seconds=LEASE_SECONDS + 1)
+        with time_machine.travel(later, tick=True) as clock:
+            for _ in range(10):
+                run_cycle()
+                if not not_terminal(list(rows.values())):
+                    break
+                clock.shift(dt.timedelta(minutes=31))
+
+        ids = list(rows.values())
+        assert statuses(ids) == Counter({Status.SENT: len(ids)})
+        copies: dict[int, list[str]] = defaultdict(list)
+        for mail in smtp_server.messages():
+            listing_id = int(
+                re.search(r"/listings/(\d+)/", mail.get_body(("plain",)).get_content()).group(1)
+            )
+            row_id = rows[(mail["To"].strip(), listing_id)]
+            copies[row_id].append(mail["Message-ID"].strip())
+        duplicated = [row_id for row_id, ids_ in copies.items() if len(ids_) > 1]
+        for row_id in duplicated:
+            assert len(copies[row_id]) == 2, f"row {row_id} mailed {len(copies[row_id])} times"
+        for row_id, message_ids in copies.items():
+            assert set(message_ids) == {f"<outbox-{row_id}@{message_ids[0].split('@')[1]}"}
+        totals.update(
+            rows=len(ids),
+            mails=sum(len(m) for m in copies.values()),
+            duplicates=len(duplicated),
+            lost=len(ids) - len(copies),
+        )
+
+    figures(
+        "crash-email",
+        runs=runs,
+        rows=totals["rows"],
+        mails=totals["mails"],
+        duplicates=totals["duplicates"],
+        lost=totals["lost"],
+    )
+    assert totals["lost"] == 0

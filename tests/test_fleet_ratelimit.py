@@ -1,0 +1,202 @@
+"""The fleet's marketplace budget in a real Redis, on a fake clock: processes share it, a 429
+lowers it for everyone and it recovers (AIMD), several application ids add up. Each test uses
+its own key prefix; nothing here measures real time."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import uuid
+
+import pytest
+import redis
+
+from tests.fakes.clock import FakeClock
+from tests.fakes.ichiba import APP_ID
+from tests.fleet_limiter_worker import take_slots
+from watches.marketplaces import ratelimit
+from watches.marketplaces.base import FetchKind
+from watches.marketplaces.rakuten import RakutenMarketplace
+from watches.marketplaces.ratelimit import (
+    Budget,
+    RateLimiter,
+    RedisRateLimiter,
+    install_limiter,
+    limiter_for,
+)
+
+REDIS = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def client():
+    connection = redis.Redis.from_url(REDIS, socket_connect_timeout=1)
+    try:
+        connection.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {REDIS}: {exc}")
+    prefix = f"test-scale:{uuid.uuid4().hex}"
+    connection.prefix = prefix
+    yield connection
+    for key in connection.scan_iter(f"{prefix}:*"):
+        connection.delete(key)
+
+
+def _limiter(client, clock, rate=2.0, key="rakuten:a") -> RedisRateLimiter:
+    return RedisRateLimiter(client, f"{client.prefix}:{key}", rate, clock=clock, sleep=clock.sleep)
+
+
+def test_two_processes_share_one_budget(client):
+    context = multiprocessing.get_context("spawn")
+    start = context.Manager().Barrier(2)
+    key = f"{client.prefix}:rakuten:shared"
+    with context.Pool(2) as pool:
+        runs = [
+            pool.apply_async(take_slots, (REDIS, key, 2.0, 1_000_000.0, 10, start))
+            for _ in range(2)
+        ]
+        waits = [wait for run in runs for wait in run.get(timeout=60)]
+    # 20 requests at 2/s from two processes: 20 distinct slots half a second apart, as one
+    # process alone would have been given.
+    assert sorted(waits) == pytest.approx([i * 0.5 for i in range(20)])
+
+
+def test_a_429_holds_off_every_process_of_the_fleet(client):
+    clock = FakeClock()
+    here, elsewhere = _limiter(client, clock), _limiter(client, clock)
+    here.hold_off(30)
+    assert elsewhere.wait_needed() == pytest.approx(30)
+    assert elsewhere.acquire(max_wait=10) is None  # refused, no slot taken
+    assert elsewhere.acquire() == pytest.approx(30)
+
+
+def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
+    clock = FakeClock()
+    here, elsewhere = _limiter(client, clock), _limiter(client, clock)
+    assert elsewhere.current_rate() == 2.0
+    here.hold_off(0)
+    assert elsewhere.current_rate() == pytest.approx(1.0)
+    # Lowered for everyone: slots one second apart, not half a second.
+    assert elsewhere.acquire() == 0
+    assert elsewhere.acquire() == pytest.approx(1.0)
+    clock.now += 75 - 1.0  # 75 s after the 429: a tenth of the rate back every 30 s
+    assert here.current_rate() == pytest.approx(1.5)
+    clock.now += 75
+    assert here.current_rate() == pytest.approx(2.0)
+    clock.now += 600
+    assert here.current_rate() == pytest.approx(2.0)  # never above the configured rate
+    assert here.acquire() == 0
+    assert here.acquire() == pytest.approx(0.5)
+
+
+def test_the_429s_of_one_burst_lower_the_rate_once(client):
+    clock = FakeClock()
+    limiter = _limiter(client, clock)
+    for _ in range(5):  # the requests in flight all answer 429 together
+        limiter.hold_off(1)
+    assert limiter.current_rate() == pytest.approx(1.0)
+    clock.now += ratelimit.CUT_GAP_SECONDS
+    limiter.hold_off(1)
+    # A new burst after the gap: halved again (from what had climbed back meanwhile).
+    climbed = 1.0 + 2.0 * ratelimit.INCREASE_PER_SECOND * ratelimit.CUT_GAP_SECONDS
+    assert limiter.current_rate() == pytest.approx(climbed / 2, abs=1e-5)
+
+
+def test_the_rate_never_falls_below_a_tenth(client):
+    clock = FakeClock()
+    limiter = _limiter(client, clock)
+    for _ in range(10):
+        limiter.hold_off(0)
+        clock.now += ratelimit.CUT_GAP_SECONDS
+    assert limiter.current_rate() >= 0.2
+    assert limiter.current_rate() < 0.25
+
+
+def test_several_application_ids_add_up(client):
+    clock = FakeClock(sleeping_moves_time=False)  # everyone asks at the same moment
+    budget = Budget(
+        {
+            "a": _limiter(client, clock, rate=1.0, key="rakuten:a"),
+            "b": _limiter(client, clock, rate=1.0, key="rakuten:b"),
+        }
+    )
+    slots = [budget.acquire() for _ in range(4)]
+    assert [slot.waited for slot in slots] == pytest.approx([0, 0, 1, 1])
+    assert sorted(slot.app_id for slot in slots) == ["a", "a", "b", "b"]
+    assert budget.current_rate() == pytest.approx(2.0)
+    # A 429 on one id slows that id only.
+    budget.hold_off("a", 0)
+    assert budget.current_rate() == pytest.approx(1.5)
+
+
+def test_slots_taken_are_counted_per_minute(client):
+    clock = FakeClock()
+    clock.now = 60 * 1000.0
+    limiter = _limiter(client, clock, rate=100.0)
+    for _ in range(7):
+        limiter.acquire()
+    assert limiter.used(1000) == 7
+    assert limiter.used(1001) == 0
+
+
+def test_with_redis_every_process_uses_the_shared_budget(settings, client):
+    settings.REDIS_URL = REDIS
+    try:
+        limiter = limiter_for("yahoo", "some-app-id", 1.0)
+        assert isinstance(limiter, RedisRateLimiter)
+        assert limiter.key == f"yasugoro:ratelimit:yahoo:{ratelimit.app_id_label('some-app-id')}"
+        assert "some-app-id" not in limiter.key
+        assert limiter_for("yahoo", "some-app-id", 1.0) is limiter
+    finally:
+        ratelimit.forget_limiter("yahoo:some-app-id", 1.0)
+
+
+def test_without_redis_the_process_limiter_stays(settings):
+    settings.REDIS_URL = ""
+    try:
+        assert isinstance(limiter_for("yahoo", "other-id", 1.0), RateLimiter)
+    finally:
+        ratelimit.forget_limiter("yahoo:other-id", 1.0)
+
+
+def test_an_unreachable_budget_makes_no_request(ichiba, settings):
+    dead = redis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.2)
+    install_limiter(
+        f"rakuten:{APP_ID}",
+        settings.RAKUTEN_RATE_PER_SECOND,
+        RedisRateLimiter(dead, "test-scale:dead", settings.RAKUTEN_RATE_PER_SECOND),
+    )
+    ichiba.add("shop:a")
+    ichiba.add("shop:b")
+    results = RakutenMarketplace().fetch(["shop:a", "shop:b"])
+    assert {code: result.kind for code, result in results.items()} == {
+        "shop:a": FetchKind.RATE_LIMITED,
+        "shop:b": FetchKind.RATE_LIMITED,
+    }
+    assert ichiba.requests == []
+
+
+def test_the_adapter_spreads_requests_over_its_application_ids(ichiba, settings):
+    settings.RAKUTEN_APP_IDS = ["id-one", "id-two"]
+    ichiba.app_ids = set(settings.RAKUTEN_APP_IDS)
+    clock = FakeClock(sleeping_moves_time=False)
+    for app_id in settings.RAKUTEN_APP_IDS:
+        install_limiter(
+            f"rakuten:{app_id}",
+            settings.RAKUTEN_RATE_PER_SECOND,
+            RateLimiter(1.0, clock=clock, sleep=clock.sleep),
+        )
+    try:
+        codes = [f"shop:{n}" for n in range(4)]
+        for code in codes:
+            ichiba.add(code)
+        ichiba.behave["shop:0"] = "rate_limited"
+        ichiba.retry_after = "60"
+        RakutenMarketplace().fetch(codes)
+        used = [query["applicationId"] for query in ichiba.requests]
+        # The first goes out under id-one and gets a 429: id-one is held off a minute, so the
+        # rest go out under id-two, at its own pace.
+        assert used == ["id-one", "id-two", "id-two", "id-two"]
+    finally:
+        for app_id in settings.RAKUTEN_APP_IDS:
+            ratelimit.forget_limiter(f"rakuten:{app_id}", settings.RAKUTEN_RATE_PER_SECOND)

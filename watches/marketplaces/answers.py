@@ -1,0 +1,55 @@
+"""Reading a marketplace's JSON answer, once for every adapter: typed fields that raise
+`Malformed` (which the adapter turns into `bad_response`), links we are willing to keep, and
+an error detail that never carries the request URL (with its application id) to staff."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from common.text import clip
+from common.weburl import NotAWebURL, parse_web_url
+
+MAX_DETAIL = 150
+MAX_URL = 1000
+
+
+class Malformed(Exception):
+    """The answer is not what the API documents: a missing field, a wrong type."""
+
+
+def field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    if key not in data:
+        raise Malformed(f"missing field {key}")
+    return typed(data, key, kind)
+
+
+def optional(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    if data.get(key) is None:
+        return None
+    return typed(data, key, kind)
+
+
+def typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = data[key]
+    # bool is an int to Python, never to the API.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise Malformed(f"{key} must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def safe_url(url: str | None) -> str:
+    """Only plain https links are kept: they end up in admin links and notification icons."""
+    if not url or len(url) > MAX_URL:
+        return ""
+    try:
+        parsed = parse_web_url(url)
+    except NotAWebURL:
+        return ""
+    return url if parsed.scheme == "https" else ""
+
+
+def request_failed(what: str, exc: Exception) -> str:
+    # Only the exception's type: its text carries the request URL, application id included,
+    # and this detail is shown to staff.
+    return clip(f"{what}: {type(exc).__name__}", MAX_DETAIL)

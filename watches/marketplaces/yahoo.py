@@ -1,0 +1,231 @@
+"""Yahoo! Shopping, through its Item Search API v3 (`itemSearch`), in both request shapes:
+
+- one item by its code (`store_item`, as in https://store.shopping.yahoo.co.jp/store/item.html):
+  asked as `seller_id=store&query=item`, the hit whose `code` is the item's answers; no such
+  hit is `empty` (the search has no offer for it right now);
+- every shop's offer of a JAN code, cheapest first (`jan_code=…&sort=+price`), in one
+  request: the same budget that buys one item buys a whole product.
+
+Each hit becomes an Observation: `price` (yen, tax included), `inStock`, the store's name, the
+item's link and medium image. Shipping is what `shipping.code` says: 2 (送料無料) is free,
+0 yen; 1 (no setting) and 3 (free under a condition, such as a minimum order) are *unknown*,
+kept as None and never taken for zero. The outcomes of the outside world are the kinds of the
+marketplace protocol, as for Rakuten:
+
+- HTTP 429 → `rate_limited`, with the server's `Retry-After` (the limiter holds off that long,
+  or 5 s when it does not say); HTTP 5xx → `server`; 404 → `not_found`;
+- a timeout or a refused/broken connection → `network`;
+- malformed JSON, missing fields, wrong types, another 4xx (a bad application id is one) →
+  `bad_response`; no hit → `empty`.
+
+Requests go through one `requests.Session` per adapter and the process-wide rate limiter of
+the application id (`watches.marketplaces.ratelimit`), shared with every other caller in the
+process; Yahoo's budget (1 query/s per application) is separate from Rakuten's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import requests
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from common.retry_after import parse_retry_after
+from common.text import clip
+from monitoring.counters import count_marketplace_request
+from watches.marketplaces.answers import (
+    MAX_DETAIL,
+    Malformed,
+    field,
+    optional,
+    request_failed,
+    safe_url,
+)
+from watches.marketplaces.base import (
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    Offers,
+    OffersResult,
+)
+from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
+
+_R = TypeVar("_R", FetchResult, OffersResult)
+
+# When the server says "too many requests" without saying for how long.
+_DEFAULT_HOLD_OFF = 5.0
+# shipping.code: 1 no setting, 2 free, 3 free under a condition. Only 2 says what it costs.
+_FREE_SHIPPING = 2
+# Hits asked for when looking up one item within its store: the item's own code usually
+# comes first, but a store's search also matches its other items.
+_ITEM_HITS = 10
+
+
+class YahooMarketplace:
+    source = "yahoo"
+
+    def __init__(self) -> None:
+        self.app_id: str = settings.YAHOO_APP_ID
+        if not self.app_id:
+            raise ImproperlyConfigured("YAHOO_APP_ID is not set")
+        self.url: str = settings.YAHOO_API_URL
+        self.timeout = (settings.YAHOO_CONNECT_TIMEOUT, settings.YAHOO_READ_TIMEOUT)
+        self.max_wait: float = settings.YAHOO_MAX_WAIT_SECONDS
+        self.per_product: int = settings.YAHOO_OFFERS_PER_PRODUCT
+        self.limiter: RateLimiter = shared_limiter(
+            f"yahoo:{self.app_id}", settings.YAHOO_RATE_PER_SECOND
+        )
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "Yasugoro price watch"
+
+    def fetch(self, item_codes: Iterable[str]) -> dict[str, FetchResult]:
+        """One request per item code (`store_item`)."""
+        return self._each(item_codes, self._item)
+
+    def offers(self, jans: Iterable[str]) -> dict[str, OffersResult]:
+        """One request per JAN code: every shop's offer, cheapest first."""
+        return self._each(jans, self._offers)
+
+    def _each(self, keys: Iterable[str], ask: Callable[[str], _R]) -> dict[str, _R]:
+        results: dict[str, _R] = {}
+        try:
+            for key in dict.fromkeys(keys):
+                results[key] = ask(key)
+                count_marketplace_request(self.source, self.app_id, results[key])
+        finally:
+            self.session.close()
+        return results
+
+    def _item(self, code: str) -> FetchResult:
+        store, _, item = code.partition("_")
+        if not store or not item:
+            return FetchError(FetchKind.NOT_FOUND, clip(f"{code}: not store_item", MAX_DETAIL))
+        answer = self._ask({"seller_id": store, "query": item, "results": _ITEM_HITS})
+        return answer if isinstance(answer, FetchError) else _read_item(code, answer)
+
+    def _offers(self, jan: str) -> OffersResult:
+        answer = self._ask({"jan_code": jan, "results": self.per_product, "sort": "+price"})
+        return answer if isinstance(answer, FetchError) else _read_offers(jan, answer)
+
+    def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
+        """One request through the rate limiter: the answer's JSON object and when it came,
+        or what went wrong."""
+        if self.limiter.acquire(max_wait=self.max_wait) is None:
+            # Held off (a 429) for longer than a caller should block: the rest of the batch
+            # is rate limited without asking.
+            return FetchError(
+                FetchKind.RATE_LIMITED,
+                "waiting out the rate limit",
+                retry_after=self.limiter.wait_needed(),
+            )
+        try:
+            response = self.session.get(
+                self.url,
+                params={"appid": self.app_id, **params},
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+            body = response.content
+        except requests.Timeout as exc:
+            return FetchError(FetchKind.NETWORK, request_failed("timeout", exc))
+        except requests.ConnectionError as exc:
+            return FetchError(FetchKind.NETWORK, request_failed("connection failed", exc))
+        except requests.RequestException as exc:
+            return FetchError(FetchKind.NETWORK, request_failed("request failed", exc))
+        return self._classify(response.status_code, response.headers, body)
+
+    def _classify(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> tuple[dict, dt.datetime] | FetchError:
+        try:
+            data: Any = json.loads(body)
+        except (ValueError, RecursionError):
+            data = None
+        said = clip(f"HTTP {status}" + _error_message(data), MAX_DETAIL)
+        if status == 429:
+            retry_after = parse_retry_after(headers.get("Retry-After"))
+            self.limiter.hold_off(retry_after if retry_after is not None else _DEFAULT_HOLD_OFF)
+            return FetchError(FetchKind.RATE_LIMITED, said, retry_after=retry_after)
+        if status >= 500:
+            retry_after = parse_retry_after(headers.get("Retry-After"))
+            return FetchError(FetchKind.SERVER, said, retry_after=retry_after)
+        if status == 404:
+            return FetchError(FetchKind.NOT_FOUND, said)
+        if status != 200:
+            # 400/401/403 is also what a bad application id gets: retried and shown to
+            # staff, never taken as "this item does not exist".
+            return FetchError(FetchKind.BAD_RESPONSE, said)
+        if not isinstance(data, dict):
+            return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
+        return data, timezone.now()
+
+
+def _error_message(data: Any) -> str:
+    """Yahoo's error body, `{"Error": {"Message": "…"}}`, in a few words."""
+    error = data.get("Error") if isinstance(data, dict) else None
+    message = error.get("Message") if isinstance(error, dict) else None
+    return f" {message}" if isinstance(message, str) and message else ""
+
+
+def _read_item(code: str, answer: tuple[dict, dt.datetime]) -> FetchResult:
+    data, now = answer
+    try:
+        hits = field(data, "hits", list)
+        for hit in hits:
+            if not isinstance(hit, dict):
+                raise Malformed("hits must be objects")
+            if hit.get("code") == code:
+                return parse_hit(hit, now)
+    except Malformed as exc:
+        return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+    return FetchError(FetchKind.EMPTY, f"no offer for {code}")
+
+
+def _read_offers(jan: str, answer: tuple[dict, dt.datetime]) -> OffersResult:
+    data, now = answer
+    try:
+        hits = field(data, "hits", list)
+        offers: dict[str, Observation] = {}
+        for hit in hits:
+            if not isinstance(hit, dict):
+                raise Malformed("hits must be objects")
+            offer = parse_hit(hit, now)
+            # A search by JAN answers that JAN; a hit that names another is not this product.
+            if offer.extra.get("jan") in ("", jan):
+                offers.setdefault(offer.item_code, offer)
+    except Malformed as exc:
+        return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+    if not offers:
+        return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
+    return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now)
+
+
+def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
+    """One hit of an itemSearch v3 answer. Raises Malformed."""
+    code = field(hit, "code", str)
+    price = field(hit, "price", int)
+    if price < 0:
+        raise Malformed("price is negative")
+    in_stock = field(hit, "inStock", bool)
+    name = field(hit, "name", str)
+    shipping = optional(hit, "shipping", dict) or {}
+    image = optional(hit, "image", dict) or {}
+    seller = optional(hit, "seller", dict) or {}
+    return Observation(
+        item_code=code[:200],
+        price=price,
+        shipping=0 if optional(shipping, "code", int) == _FREE_SHIPPING else None,
+        in_stock=in_stock,
+        observed_at=now,
+        name=name[:500],
+        url=safe_url(optional(hit, "url", str)),
+        image_url=safe_url(optional(image, "medium", str)),
+        shop_name=(optional(seller, "name", str) or "")[:200],
+        extra={"jan": optional(hit, "janCode", str) or ""},
+    )
