@@ -12,6 +12,7 @@ This module imports nothing from the apps it counts for, so any of them may call
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -89,13 +90,35 @@ def count(metric: Metric, amount: float = 1, **labels: Any) -> None:
 
 
 def observe(metric: Metric, value: float, **labels: Any) -> None:
-    values = [labels[name] for name in metric.labels]
+    keys = _histogram_keys(metric, tuple(str(labels[name]) for name in metric.labels))
     with _lock:
-        for bound in (*metric.buckets, float("inf")):
+        for bound, bucket in keys.buckets:
             if value <= bound:
-                _pending[(f"{metric.name}_bucket", labels_key([*values, bound]))] += 1
-        _pending[(f"{metric.name}_sum", labels_key(values))] += value
-        _pending[(f"{metric.name}_count", labels_key(values))] += 1
+                _pending[bucket] += 1
+        _pending[keys.sum] += value
+        _pending[keys.count] += 1
+
+
+@dataclass(frozen=True)
+class _HistogramKeys:
+    buckets: tuple[tuple[float, tuple[str, str]], ...]  # (upper bound, pending key)
+    sum: tuple[str, str]
+    count: tuple[str, str]
+
+
+@functools.lru_cache(maxsize=1024)
+def _histogram_keys(metric: Metric, values: tuple[str, ...]) -> _HistogramKeys:
+    # A delivery is observed once per row: building a dozen JSON keys for each was a sixth
+    # of a dispatch cycle's CPU. The series of one (metric, labels) never change.
+    labels = labels_key(list(values))
+    return _HistogramKeys(
+        buckets=tuple(
+            (bound, (f"{metric.name}_bucket", labels_key([*values, bound])))
+            for bound in (*metric.buckets, float("inf"))
+        ),
+        sum=(f"{metric.name}_sum", labels),
+        count=(f"{metric.name}_count", labels),
+    )
 
 
 # --- what the apps call -----------------------------------------------------------------
