@@ -132,3 +132,29 @@ def test_empty_is_an_out_of_stock_point_at_the_last_known_price(ichiba, listings
             assert _points(listing, NOW) == [(timezone.now(), 1000, 0, False)]
             listing.refresh_from_db()
             assert (listing.in_stock, listing.price, listing.last_error) == (False, 1000, "")
+
+
+def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, settings):
+    """The re-fetch reads 30 days of points and asks the database for the older part of the
+    90-day low; a poll reads all 90 days. A low 40 days old and a price that held from before
+    the 30-day window must come out the same both ways."""
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    # 60 days ago ¥700 for 10 days (the 90-day low), then ¥1,200 until 25 days ago, then
+    # ¥1,000: the typical price weighs the ¥1,200 that still held when the 30-day window began.
+    history = [700] * 10 + [1200] * 25 + [None] * 2 + [1000] * 23
+    both = []
+    for code in (POLLED, REFETCHED):
+        listing = ListingFactory(source="rakuten", item_code=code, price=1000, shipping=0)
+        both.append(with_history(listing, history, now=NOW))
+    polled, refetched = both
+    with time_machine.travel(NOW, tick=False):
+        for code in (POLLED, REFETCHED):
+            _answer(ichiba, code, {"price": 1000})
+        enqueue_for(WatchFactory(listing=refetched, target_price=5000))
+        poll(codes=[POLLED])
+        run_cycle()
+    assert _state(polled) == _state(refetched)
+    polled_state = dict(zip(LISTING_STATE, _state(polled), strict=True))
+    assert polled_state["low_90"] == 700
+    assert polled_state["typical_price"] == 1000
+    assert _points(polled, NOW) == _points(refetched, NOW) == [(NOW, 1000, 0, True)]

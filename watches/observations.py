@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import F, Min, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from common.bulk import update_by_id
 from common.text import clip
@@ -44,7 +45,7 @@ from watches.marketplaces.base import (
     get_marketplace,
 )
 from watches.models import Listing, PricePoint, effective_price
-from watches.triggers import LOW_WINDOW, Point
+from watches.triggers import LOW_WINDOW, TYPICAL_WINDOW, Point
 
 log = logging.getLogger("watches.observations")
 
@@ -175,11 +176,21 @@ def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> O
     return None
 
 
-def observe(answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime) -> Observations:
+def observe(
+    answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime, *, judging: bool = True
+) -> Observations:
     """Apply the rule to each (listing, answer) of a batch of distinct listings, in memory:
-    the listings are updated, the points to write collected; nothing is written."""
+    the listings are updated, the points to write collected; nothing is written.
+
+    `judging`: the caller judges triggers on each listing's past (polling), so every point of
+    the last 90 days is read and handed back in `Seen.past`. A caller that judges nothing (the
+    dispatcher's re-fetch) gets the same rule from less: the typical price needs only the last
+    30 days (and the point before them), the 90-day low one MIN per listing in the database —
+    reading 90 days of history was most of a re-fetch's cost. `Seen.past` is then partial."""
     answers = list(answers)
-    past = _recent([listing.pk for listing, _ in answers], now)
+    ids = [listing.pk for listing, _ in answers]
+    past = _recent(ids, now, LOW_WINDOW if judging else TYPICAL_WINDOW)
+    older_lows = {} if judging else _lows_before(ids, now - LOW_WINDOW, now - TYPICAL_WINDOW)
     batch = Observations()
     for listing, result in answers:
         observation = as_observation(listing, result, now)
@@ -203,30 +214,64 @@ def observe(answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime) ->
         listing.typical_price, listing.low_90 = listing_stats(
             [*points, fresh], observation.observed_at
         )
+        older = older_lows.get(listing.pk)
+        if older is not None and (listing.low_90 is None or older < listing.low_90):
+            listing.low_90 = older
         batch.observed.append(listing)
         batch.seen.append(Seen(listing, result, observation, points))
     return batch
 
 
-def _recent(listing_ids: list[int], now: dt.datetime) -> dict[int, list[_Past]]:
-    """The last 90 days of points of these listings, oldest first, in one query; a listing
-    with none that recent gets its latest point alone (what "unchanged" compares with), in
-    one more query."""
+def _recent(
+    listing_ids: list[int], now: dt.datetime, window: dt.timedelta
+) -> dict[int, list[_Past]]:
+    """The points of these listings within `window` of `now`, oldest first, in one query;
+    with a window shorter than 90 days, each listing's latest point before it too (the price
+    that still held when the window began: the typical price weighs it). A listing with no
+    point that recent gets its latest point alone (what "unchanged" compares with)."""
     by_listing: dict[int, list[_Past]] = defaultdict(list)
-    for row in point_rows(listing_ids, now - LOW_WINDOW):
+    for row in point_rows(listing_ids, now - window):
         by_listing[row[0]].append(row)
+    before_window = listing_ids if window < LOW_WINDOW else []
     stale = [listing_id for listing_id in listing_ids if listing_id not in by_listing]
-    if stale:
-        latest_id = (
-            PricePoint.objects.filter(listing_id=OuterRef("listing_id"))
-            .order_by("-observed_at", "-id")
-            .values("id")[:1]
-        )
-        latest = PricePoint.objects.filter(listing_id__in=stale, id=Subquery(latest_id))
-        columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
-        for row in latest.values_list(*columns):
-            by_listing[row[0]].append(row)
+    for listing_id, row in _latest_before(before_window or stale, now - window).items():
+        by_listing[listing_id].insert(0, row)
     return by_listing
+
+
+def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
+    """Each listing's latest point before `moment`, in one query (the history index serves
+    the correlated subquery)."""
+    if not listing_ids:
+        return {}
+    latest_id = (
+        PricePoint.objects.filter(listing_id=OuterRef("listing_id"), observed_at__lt=moment)
+        .order_by("-observed_at", "-id")
+        .values("id")[:1]
+    )
+    latest = PricePoint.objects.filter(listing_id__in=listing_ids, id=Subquery(latest_id))
+    columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+    return {row[0]: row for row in latest.values_list(*columns)}
+
+
+def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime) -> dict[int, int]:
+    """Each listing's lowest in-stock effective price observed in [since, until): the part
+    of the 90-day low a 30-day read does not see, as the rule computes it."""
+    if not listing_ids:
+        return {}
+    rows = (
+        PricePoint.objects.filter(
+            listing_id__in=listing_ids,
+            observed_at__gte=since,
+            observed_at__lt=until,
+            in_stock=True,
+            price__isnull=False,
+        )
+        .values("listing_id")
+        .annotate(low=Min(F("price") + Coalesce(F("shipping"), Value(0))))
+        .order_by()
+    )
+    return {row["listing_id"]: row["low"] for row in rows}
 
 
 def _worth_writing(observation: Observation, before: list[_Past]) -> bool:

@@ -88,7 +88,8 @@ def refetch(
         answers.extend((listing, fetched[listing.item_code]) for listing in group)
     if not answers:
         return results
-    observations = observe(answers, now)
+    # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
+    observations = observe(answers, now, judging=False)
     observations.save()
     return {**results, **{seen.listing.pk: seen.result for seen in observations.seen}}
 
