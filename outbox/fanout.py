@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from django_q.brokers import Broker
 
 EXTRA_TASK = "outbox.tasks.dispatch_extra"
-GROUP = "outbox-dispatch"
+# Apart from the schedule's own group, so its runs stay countable on their own.
+GROUP = "outbox-dispatch-extra"
 
 
 def dispatchers() -> int:
