@@ -3,7 +3,8 @@ real Web Push channel (encryption, VAPID, keep-alive HTTP) to a loopback push se
 answers 201 after 50 ms — on PostgreSQL (a database this bench creates and drops) and SQLite.
 
 Each round runs every (database, processes) pair once, in turn (A/B/A/B…), over the same due
-rows reset between runs; the figures are medians over the rounds. A run's time is from the
+rows reset between runs; the figures are medians over the rounds, a ratio the median of each
+round's ratio to that round's one process. A run's time is from the
 moment all its processes are set up and told to go until the last one finds nothing to claim.
 Processes are what OUTBOX_DISPATCHERS adds on PostgreSQL (each a qcluster worker, of this host
 or another); SQLite is measured for comparison — its schedule keeps one dispatcher.
@@ -182,11 +183,13 @@ def main() -> None:
             f"{os.cpu_count()} cores"
         )
         for vendor in envs:
-            one = statistics.median(rates[(vendor, 1)])
+            ones = rates[(vendor, 1)]
             cells = []
             for processes in PROCESSES:
-                median = statistics.median(rates[(vendor, processes)])
-                cells.append(f"×{processes} {median:7.1f} rows/s ({median / one:.2f}×)")
+                runs = rates[(vendor, processes)]
+                # Each round's ratio to that round's one process, then their median.
+                ratio = statistics.median(r / one for r, one in zip(runs, ones, strict=True))
+                cells.append(f"×{processes} {statistics.median(runs):7.1f} rows/s ({ratio:.2f}×)")
             print(f"{vendor:10}  " + "   ".join(cells))
             per_row = statistics.median(cpu[(vendor, 1)])
             print(
