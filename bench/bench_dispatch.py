@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 
+from _reset import reset_due
 from _setup import django_on_temp_sqlite
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
@@ -31,7 +32,7 @@ HISTORY_DAYS, POINTS_PER_DAY = 90, 8
 path = django_on_temp_sqlite("dispatch")
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -81,18 +82,8 @@ def build_rows() -> None:
 def reset() -> None:
     """Every row due again, every watch without a baseline, the cycles' own points gone."""
     started = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("DELETE FROM outbox_outboxevent")
-        cursor.execute("DELETE FROM outbox_dispatchrun")
-        cursor.execute(
-            "UPDATE outbox_outbox SET status = 'pending', claimed_by = '', attempts = 0, "
-            "retry_count = 0, next_attempt_at = %s",
-            [started - dt.timedelta(seconds=1)],
-        )
-        cursor.execute(
-            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
-        )
-        cursor.execute("DELETE FROM watches_pricepoint WHERE observed_at > %s", [started])
+    reset_due(started - dt.timedelta(seconds=1))
+    PricePoint.objects.filter(observed_at__gt=started).delete()
 
 
 def ours() -> tuple[float, float, int]:

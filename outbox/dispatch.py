@@ -11,7 +11,8 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    has no subscription (`outbox.recheck`), and holds rows whose device is in its quiet
    hours until the window ends (`outbox.holds`);
 5. re-fetches each listing through `watches.services.refetch` — once per cycle while the
-   answer is at most OUTBOX_REFETCH_MAX_AGE old, again (once per batch) when it is older —
+   answer is at most OUTBOX_REFETCH_MAX_AGE old, again (once per batch) when it is older; a
+   poll's observation that fresh is the answer, without asking the marketplace again —
    which keeps the answer by the same rule as price polling (a history point or not, the
    listing's state, typical price and 90-day low); an error kind becomes a drop or a retry;
 6. re-judges the trigger on the fresh value (and drops `already_notified` when a later
@@ -50,7 +51,7 @@ from outbox.models import DispatchRun, Outbox, Status
 from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
-from watches.marketplaces.base import FetchResult
+from watches.marketplaces.base import FetchResult, Observation
 from watches.models import Device, Listing
 
 log = logging.getLogger("outbox.dispatch")
@@ -183,9 +184,12 @@ def _refetch(
     cycle: _Cycle, listings: dict[int, Listing]
 ) -> dict[int, tuple[dt.datetime, FetchResult]]:
     """The answer for each of `listings`, at most OUTBOX_REFETCH_MAX_AGE old: one asked for
-    earlier in this cycle is reused while it is that fresh, the others are fetched now —
-    at most once per listing per batch. An answer's time is when it was asked for."""
-    oldest = cycle.clock() - dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    earlier in this cycle is reused while it is that fresh, and so is a poll's (or another
+    dispatcher's) observation that fresh — the marketplace's budget is spent once; the
+    others are fetched now, at most once per listing per batch. An answer's time is when it
+    was asked for, or when a reused observation was made."""
+    max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    oldest = cycle.clock() - max_age
     stale = [
         listing
         for pk, listing in listings.items()
@@ -193,9 +197,18 @@ def _refetch(
     ]
     if stale:
         asked_at = cycle.clock()
-        answers = services.refetch(stale, asked_at)
-        cycle.fetched.update((pk, (asked_at, result)) for pk, result in answers.items())
+        answers = services.refetch(stale, asked_at, fresh_within=max_age)
+        cycle.fetched.update((pk, (_answered_at(asked_at, r), r)) for pk, r in answers.items())
     return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}
+
+
+def _answered_at(asked_at: dt.datetime, result: FetchResult) -> dt.datetime:
+    """A reused observation is as old as it was made; an answer fetched now, as old as the
+    asking. The earlier of the two is never younger than the truth (an adapter stamps its
+    answers on the system clock, which a test's clock may lead), so the bound still holds."""
+    if isinstance(result, Observation):
+        return min(asked_at, result.observed_at)
+    return asked_at
 
 
 _UNREAD_FIELDS = (

@@ -47,7 +47,9 @@ class ListingFactory(factory.django.DjangoModelFactory):
     in_stock = True
     units_per_pack = 12
     unit_label = "roll"
-    last_polled_at = factory.LazyFunction(timezone.now)
+    # Observed a minute ago: not due for polling, yet older than the dispatcher's freshness
+    # bound (OUTBOX_REFETCH_MAX_AGE, 30 s), so a dispatcher asks the marketplace again.
+    last_polled_at = factory.LazyFunction(lambda: timezone.now() - dt.timedelta(minutes=1))
 
     @factory.post_generation
     def product(self, create, extracted, **kwargs):

@@ -57,7 +57,15 @@ def listings(ichiba, settings):
     history = [1000] * 20 + [None] * 3 + [1100] * 20 + [1000] * 5
     both = []
     for code in (POLLED, REFETCHED):
-        listing = ListingFactory(source="rakuten", item_code=code, price=1000, shipping=0)
+        # Last polled an hour before the test's clock: no fresh observation spares the
+        # dispatcher its request at the first step.
+        listing = ListingFactory(
+            source="rakuten",
+            item_code=code,
+            price=1000,
+            shipping=0,
+            last_polled_at=NOW - dt.timedelta(hours=1),
+        )
         both.append(with_history(listing, history, now=NOW))
     return both
 

@@ -147,6 +147,10 @@ OUTBOX_REFETCH_MAX_AGE = env_int("OUTBOX_REFETCH_MAX_AGE", 30, minimum=1)
 OUTBOX_BATCH_SIZE = env_int("OUTBOX_BATCH_SIZE", 500, minimum=1)
 # A cycle stops claiming new batches after this long, so cycles never pile up on each other.
 OUTBOX_CYCLE_SECONDS = env_int("OUTBOX_CYCLE_SECONDS", 50, minimum=1)
+# Dispatch cycles the `outbox-dispatch` schedule starts each minute on PostgreSQL (the fleet's
+# qcluster workers run them side by side; set it to the dispatch workers of all hosts).
+# SQLite keeps one: it has one writer.
+OUTBOX_DISPATCHERS = env_int("OUTBOX_DISPATCHERS", 1, minimum=1)
 # Delivery waits on the network: a bounded pool of threads per dispatcher.
 OUTBOX_DELIVERY_WORKERS = env_int("OUTBOX_DELIVERY_WORKERS", 8, minimum=1)
 OUTBOX_BACKOFF_BASE_SECONDS = 30

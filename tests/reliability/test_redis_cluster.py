@@ -1,7 +1,8 @@
 """Two `qcluster` processes on the Redis broker dispatch a stream of due rows without a
 duplicate: the `outbox-dispatch` schedule (full size: a couple of minutes of load, rows
 arriving in waves) plus dispatch tasks pushed onto the same Redis queue, so the two clusters'
-workers really run cycles at the same time.
+workers really run cycles at the same time. On PostgreSQL each dispatch task also queues a
+second cycle (OUTBOX_DISPATCHERS=2), which the other workers take.
 
 Redis: REDIS_URL's server, database RELIABILITY_REDIS_DB (default 13), flushed before and
 after; skipped with a reason when no Redis answers."""
@@ -15,6 +16,7 @@ import time
 
 import pytest
 import redis
+from django.db import connection
 from django_q.brokers.redis_broker import Redis as RedisBroker
 from django_q.models import Task
 from django_q.tasks import async_task
@@ -74,7 +76,7 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
     devices = subscribed_devices(push_service, 20)
     listings = demo_listings(10)
     broker = _Broker(redis_url)
-    env = child_env(REDIS_URL=redis_url, Q_WORKERS=2, OUTBOX_BATCH_SIZE=20)
+    env = child_env(REDIS_URL=redis_url, Q_WORKERS=2, OUTBOX_BATCH_SIZE=20, OUTBOX_DISPATCHERS=2)
     clusters = []
     for n in range(CLUSTERS):
         with open(tmp_path / f"qcluster-{n}.log", "w") as out:  # the child keeps its copy
@@ -110,6 +112,7 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
     duplicates = sum(n - 1 for n in deliveries.values() if n > 1)
     sent = Outbox.objects.filter(id__in=rows, status=Status.SENT).count()
     scheduled = Task.objects.filter(group="outbox-dispatch").count()
+    extra = Task.objects.filter(group="outbox-dispatch-extra").count()
     figures(
         "redis",
         clusters=CLUSTERS,
@@ -121,9 +124,14 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
         terminal=f"{len(rows) - not_terminal(rows)}/{len(rows)}",
         dispatcher_processes=len(dispatcher_processes(rows)),
         scheduled_runs=scheduled,
+        extra_cycles=extra,
     )
     assert sent == len(rows), logs
     assert sum(deliveries.values()) == len(rows)
     assert duplicates == 0
+    if connection.vendor == "postgresql":
+        assert extra >= CLUSTERS, "the dispatch tasks queued no second cycle"
+    else:
+        assert extra == 0, "SQLite runs one cycle a tick"
     if full:
         assert scheduled >= 1, "the outbox-dispatch schedule never ran"

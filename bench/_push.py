@@ -1,0 +1,90 @@
+"""A push service far away, for the benches: a loopback HTTP server that takes a message,
+waits `latency`, answers 201; and Web Push devices subscribed to it."""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+def start_slow_push_service(latency: float) -> tuple[ThreadingHTTPServer, str]:
+    """The running server and its origin (`http://127.0.0.1:<port>`)."""
+
+    class SlowPushService(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            time.sleep(latency)
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = _Server(("127.0.0.1", 0), SlowPushService)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def webpush_devices(origin: str, tag: str, count: int) -> list:
+    """`count` saved Web Push devices, each with its own key pair, subscribed at `origin`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from watches.models import Channel, Device
+
+    def b64url(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    devices = []
+    for i in range(count):
+        point = (
+            ec.generate_private_key(ec.SECP256R1())
+            .public_key()
+            .public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+        )
+        devices.append(
+            Device(
+                token_hash=f"{tag}-{i}",
+                channel=Channel.WEBPUSH,
+                push_endpoint=f"{origin}/push/{tag}/{i}",
+                push_p256dh=b64url(point),
+                push_auth=b64url(os.urandom(16)),
+                push_active=True,
+            )
+        )
+    return Device.objects.bulk_create(devices)
+
+
+def due_webpush_rows(devices: list, listings: list, count: int) -> None:
+    """`count` target-price watches spread over `devices` and `listings` (target ¥950, the
+    listings at ¥900), each with one due Web Push row."""
+    from django.utils import timezone
+
+    from outbox.enqueue import Detection, enqueue_many
+    from watches.models import Channel, Trigger, Watch
+
+    watches = Watch.objects.bulk_create(
+        Watch(
+            device=devices[i % len(devices)],
+            listing=listings[i % len(listings)],
+            trigger=Trigger.TARGET_PRICE,
+            target_price=950,
+        )
+        for i in range(count)
+    )
+    now = timezone.now()
+    enqueue_many(
+        Detection(w.pk, w.device_id, Channel.WEBPUSH, Trigger.TARGET_PRICE, now, {"price": 900})
+        for w in watches
+    )

@@ -1,0 +1,214 @@
+"""Dispatch capacity: rows/s with 1, 2 and 4 dispatcher processes side by side, through the
+real Web Push channel (encryption, VAPID, keep-alive HTTP) to a loopback push service that
+answers 201 after 50 ms — on PostgreSQL (a database this bench creates and drops) and SQLite.
+
+Each round runs every (database, processes) pair once, in turn (A/B/A/B…), over the same due
+rows reset between runs; the figures are medians over the rounds, a ratio the median of each
+round's ratio to that round's one process. A run's time is from the
+moment all its processes are set up and told to go until the last one finds nothing to claim.
+Processes are what OUTBOX_DISPATCHERS adds on PostgreSQL (each a qcluster worker, of this host
+or another); SQLite is measured for comparison — its schedule keeps one dispatcher.
+
+    .venv/bin/python bench/bench_dispatchers.py [ROWS] [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _push import due_webpush_rows, start_slow_push_service, webpush_devices
+from _reset import reset_due
+from _setup import PG_SERVER, postgres_available
+
+ROOT = Path(__file__).resolve().parent.parent
+_ARGS = sys.argv[1:] if len(sys.argv) > 1 and sys.argv[1].isdigit() else []
+# The children are told the row count by the bench, through the environment.
+ROWS = int(os.environ.get("BENCH_ROWS") or (_ARGS[0] if _ARGS else 2_000))
+ROUNDS = int(_ARGS[1]) if len(_ARGS) > 1 else 3
+PROCESSES = (1, 2, 4)
+LATENCY = 0.05
+DEVICES = 50
+LISTINGS = 100
+# Smaller than the default 500, so 2,000 rows give each of 4 processes more than one batch.
+BATCH = 250
+
+
+# --- children (Django) -------------------------------------------------------------------
+
+
+def _django() -> None:
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def build(origin: str) -> None:
+    """Migrate; ROWS watches over LISTINGS demo listings and DEVICES Web Push devices, one
+    due row each."""
+    _django()
+    from django.core.management import call_command
+
+    from demo.models import DemoProduct
+    from watches.models import Listing
+
+    call_command("migrate", verbosity=0)
+    call_command("vapid_keys", "--ensure", verbosity=0, stdout=io.StringIO())
+    codes = [f"bench-{i}" for i in range(LISTINGS)]
+    DemoProduct.objects.bulk_create(DemoProduct(item_code=c, name=c, price=900) for c in codes)
+    listings = Listing.objects.bulk_create(
+        Listing(source="demo", item_code=c, name=c, price=900) for c in codes
+    )
+
+    devices = webpush_devices(origin, "bench", DEVICES)
+    due_webpush_rows(devices, listings, ROWS)
+
+
+def reset() -> None:
+    """Every row due again, every watch without a baseline."""
+    _django()
+    import datetime as dt
+
+    from django.utils import timezone
+
+    reset_due(timezone.now() - dt.timedelta(seconds=1))
+
+
+def dispatch(ready: Path, go: Path) -> None:
+    """One dispatcher process: cycles until one finds nothing to claim; prints what it sent."""
+    _django()
+    from outbox.dispatch import run_cycle
+
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.002)
+    sent, cpu = 0, time.process_time()
+    while True:
+        result = run_cycle()
+        sent += result.as_json()["sent"]
+        if result.claimed == 0:
+            break
+    print(json.dumps({"sent": sent, "cpu": time.process_time() - cpu}), flush=True)
+
+
+# --- the bench (no Django) ---------------------------------------------------------------
+
+
+def child(env: dict[str, str], *args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, *args], env=env, **popen)
+
+
+def run(env: dict[str, str], processes: int, folder: Path) -> tuple[float, float, int]:
+    """Rows/s of `processes` dispatchers started together, the CPU seconds they used (all
+    threads) per row, and the rows they sent."""
+    if child(env, "--reset").wait() != 0:
+        raise SystemExit("reset failed")
+    go = folder / "go"
+    go.unlink(missing_ok=True)
+    readies = [folder / f"ready-{n}" for n in range(processes)]
+    for ready in readies:
+        ready.unlink(missing_ok=True)
+    procs = [
+        child(env, "--dispatch", str(ready), str(go), stdout=subprocess.PIPE, text=True)
+        for ready in readies
+    ]
+    while not all(ready.exists() for ready in readies):
+        if any(p.poll() is not None for p in procs):
+            raise SystemExit("a dispatcher died while starting")
+        time.sleep(0.01)
+    started = time.perf_counter()
+    go.touch()
+    outputs = [p.communicate()[0] for p in procs]
+    elapsed = time.perf_counter() - started
+    totals = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
+    sent = sum(total["sent"] for total in totals)
+    cpu = sum(total["cpu"] for total in totals)
+    return sent / elapsed, cpu / max(sent, 1), sent
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="yasugoro-dispatchers-"))
+    server, origin = start_slow_push_service(LATENCY)
+    base = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "yasugoro.settings",
+        "DEBUG": "1",
+        "LOG_LEVEL": "WARNING",
+        "VAPID_SUBJECT": "mailto:bench@example.invalid",
+        "YASUGORO_VAR_DIR": str(folder),
+        "PUSH_SERVICE_HOSTS": origin,
+        "OUTBOX_BATCH_SIZE": str(BATCH),
+        "OUTBOX_CYCLE_SECONDS": "3600",
+        "BENCH_ROWS": str(ROWS),
+    }
+    databases = {"sqlite": f"sqlite:///{folder / 'bench.sqlite3'}"}
+    database = f"yasugoro_bench_scaleb_dispatchers_{os.getpid()}"
+    admin = ["psql", f"{PG_SERVER}/postgres", "-q", "-c"]
+    if postgres_available():
+        subprocess.run([*admin, f'CREATE DATABASE "{database}"'], check=True)
+        databases = {"postgresql": f"{PG_SERVER}/{database}", **databases}
+    else:
+        print("PostgreSQL is not reachable: measuring SQLite only")
+    try:
+        envs = {vendor: {**base, "DATABASE_URL": url} for vendor, url in databases.items()}
+        for env in envs.values():
+            if child(env, "--build", origin).wait() != 0:
+                raise SystemExit("build failed")
+        rates: dict[tuple[str, int], list[float]] = {}
+        cpu: dict[tuple[str, int], list[float]] = {}
+        for round_no in range(ROUNDS):
+            for vendor, env in envs.items():
+                for processes in PROCESSES:
+                    rate, per_row, sent = run(env, processes, folder)
+                    assert sent == ROWS, f"{vendor} ×{processes}: {sent} of {ROWS} sent"
+                    rates.setdefault((vendor, processes), []).append(rate)
+                    cpu.setdefault((vendor, processes), []).append(per_row)
+                    print(
+                        f"  round {round_no + 1} {vendor:10} ×{processes}: {rate:7.1f} rows/s, "
+                        f"{per_row * 1000:.1f} CPU ms a row, load {os.getloadavg()[0]:.1f}"
+                    )
+        load = os.getloadavg()
+        print(
+            f"\nrows: {ROWS} (Web Push, {DEVICES} devices, {LISTINGS} demo listings), push "
+            f"service {LATENCY * 1000:.0f} ms, batch {BATCH}, 8 delivery threads a process, "
+            f"{ROUNDS} interleaved rounds, medians; load average {load[0]:.1f} on "
+            f"{os.cpu_count()} cores"
+        )
+        for vendor in envs:
+            ones = rates[(vendor, 1)]
+            cells = []
+            for processes in PROCESSES:
+                runs = rates[(vendor, processes)]
+                # Each round's ratio to that round's one process, then their median.
+                ratio = statistics.median(r / one for r, one in zip(runs, ones, strict=True))
+                cells.append(f"×{processes} {statistics.median(runs):7.1f} rows/s ({ratio:.2f}×)")
+            print(f"{vendor:10}  " + "   ".join(cells))
+            per_row = statistics.median(cpu[(vendor, 1)])
+            print(
+                f"{'':10}  {per_row * 1000:.1f} CPU ms a row in one process: at most "
+                f"{1 / per_row:.0f} rows/s per free core"
+            )
+    finally:
+        server.shutdown()
+        if "postgresql" in databases:
+            subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'])
+        subprocess.run(["rm", "-rf", str(folder)])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--build":
+        build(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--reset":
+        reset()
+    elif len(sys.argv) > 1 and sys.argv[1] == "--dispatch":
+        dispatch(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main()
