@@ -152,7 +152,13 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
     history = [700] * 10 + [1200] * 25 + [None] * 2 + [1000] * 23
     both = []
     for code in (POLLED, REFETCHED):
-        listing = ListingFactory(source="rakuten", item_code=code, price=1000, shipping=0)
+        listing = ListingFactory(
+            source="rakuten",
+            item_code=code,
+            price=1000,
+            shipping=0,
+            last_polled_at=NOW - dt.timedelta(hours=1),  # not fresh: the dispatcher asks
+        )
         both.append(with_history(listing, history, now=NOW))
     polled, refetched = both
     with time_machine.travel(NOW, tick=False):
