@@ -11,6 +11,7 @@ both. Nothing here judges a watch: the outbox picks the best offer (`best_offer_
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,13 +35,9 @@ class ProductAnswer:
 
     def best(self) -> tuple[Listing, Observation] | None:
         """The cheapest offer in stock now (effective price, shipping where known), or None."""
-        observed = {
-            id(result): (listing, result)
-            for listing, result in self.offers
-            if isinstance(result, Observation)
-        }
-        chosen = best_offer(result for _, result in observed.values())
-        return None if chosen is None else observed[id(chosen)]
+        observed = [(listing, r) for listing, r in self.offers if isinstance(r, Observation)]
+        chosen = best_offer(result for _, result in observed)
+        return next((pair for pair in observed if pair[1] is chosen), None)
 
 
 def refetch_products(products: Iterable[Product], now: dt.datetime) -> dict[int, ProductAnswer]:
@@ -48,26 +45,29 @@ def refetch_products(products: Iterable[Product], now: dt.datetime) -> dict[int,
     marketplace; no transaction open), keep the answers by the observation rule, and return
     them by product id."""
     products = list(products)
-    answers: dict[int, ProductAnswer] = {product.pk: ProductAnswer() for product in products}
     if not products:
-        return answers
+        return {}
     jans = [product.jan for product in products]
+    offers: dict[int, list[tuple[Listing, FetchResult]]] = defaultdict(list)
+    errors: dict[int, list[FetchError]] = defaultdict(list)
     all_pairs: list[tuple[Listing, FetchResult]] = []
     for source in offer_sources():
         fetched = fetch_offers(source, jans)
         pairs = offer_answers(source, products, fetched, now)
         all_pairs.extend(pairs)
+        answered = set()
+        for listing, result in pairs:
+            offers[listing.product_id].append((listing, result))
+            answered.add(listing.product_id)
         for product in products:
             answer = fetched[product.jan]
-            mine = tuple(
-                (listing, result) for listing, result in pairs if listing.product_id == product.pk
-            )
-            errors = answers[product.pk].errors
-            if isinstance(answer, FetchError) and not mine:
-                errors = (*errors, answer)
-            answers[product.pk] = ProductAnswer((*answers[product.pk].offers, *mine), errors)
+            if isinstance(answer, FetchError) and product.pk not in answered:
+                errors[product.pk].append(answer)
     observations = observe(all_pairs, now)
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
-    return answers
+    return {
+        product.pk: ProductAnswer(tuple(offers[product.pk]), tuple(errors[product.pk]))
+        for product in products
+    }
