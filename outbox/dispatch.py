@@ -15,6 +15,9 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    poll's observation that fresh is the answer, without asking the marketplace again —
    which keeps the answer by the same rule as price polling (a history point or not, the
    listing's state, typical price and 90-day low); an error kind becomes a drop or a retry;
+   a product watch's row re-fetches its product instead (`watches.services.refetch_products`:
+   every shop's offer in one request per product, by the same freshness rule and the same
+   observation rule) and is judged on the best offer in stock now, whichever shop it is;
 6. re-judges the trigger on the fresh value (and drops `already_notified` when a later
    delivery moved the watch's baseline past this detection) and builds the message from it;
 7. renews the batch's lease and records each delivery's intent (`outbox.lease`), delivers
@@ -52,7 +55,7 @@ from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
 from watches.marketplaces.base import FetchResult, Observation
-from watches.models import Device, Listing
+from watches.models import Device, Listing, Product
 
 log = logging.getLogger("outbox.dispatch")
 
@@ -82,6 +85,8 @@ class _Cycle:
     result: CycleResult = field(default_factory=CycleResult)
     # listing id -> the latest re-fetch of this cycle, and when it was asked for
     fetched: dict[int, tuple[dt.datetime, FetchResult]] = field(default_factory=dict)
+    # product id -> the latest re-fetch of its offers this cycle, and when it was asked for
+    offers: dict[int, tuple[dt.datetime, services.ProductAnswer]] = field(default_factory=dict)
 
 
 def run_cycle(
@@ -162,8 +167,21 @@ def _decide_and_deliver(
             live.append(row)
     live, held = hold_quiet_rows(live, cycle.holder, cycle.clock())
 
-    fresh = _refetch(cycle, {row.watch.listing_id: row.watch.listing for row in live})
-    decisions.update(decide(live, {pk: result for pk, (_, result) in fresh.items()}))
+    # A product watch's row is re-checked on the product's offers (one request per product),
+    # a listing watch's on its listing.
+    fresh = _refetch(
+        cycle, {row.watch.listing_id: row.watch.listing for row in live if not row.watch.product_id}
+    )
+    offers = _refetch_products(
+        cycle, {row.watch.product_id for row in live if row.watch.product_id}
+    )
+    decisions.update(
+        decide(
+            live,
+            {pk: result for pk, (_, result) in fresh.items()},
+            {pk: answer for pk, (_, answer) in offers.items()},
+        )
+    )
     to_send = [
         (row, decisions[row.pk].message) for row in live if decisions[row.pk].message is not None
     ]
@@ -172,7 +190,8 @@ def _decide_and_deliver(
         lease.beat(starting=[row.pk for row, _ in to_send])
         starting = cycle.clock()
         for row, _ in to_send:
-            fetched_at = fresh[row.watch.listing_id][0]
+            product_id = row.watch.product_id
+            fetched_at = offers[product_id][0] if product_id else fresh[row.watch.listing_id][0]
             age = round((starting - fetched_at).total_seconds(), 3)
             decisions[row.pk].data["fresh_age_seconds"] = age
         for row, delivery in deliver_all(to_send, cycle.clock, lease):
@@ -209,6 +228,22 @@ def _answered_at(asked_at: dt.datetime, result: FetchResult) -> dt.datetime:
     if isinstance(result, Observation):
         return min(asked_at, result.observed_at)
     return asked_at
+
+
+def _refetch_products(
+    cycle: _Cycle, product_ids: set[int]
+) -> dict[int, tuple[dt.datetime, services.ProductAnswer]]:
+    """Every shop's offer of each of `product_ids`, at most OUTBOX_REFETCH_MAX_AGE old, by the
+    rule of `_refetch`: one request per product and marketplace per batch, whatever the number
+    of rows that watch it."""
+    oldest = cycle.clock() - dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
+    if stale:
+        asked_at = cycle.clock()
+        products = Product.objects.in_bulk(stale).values()
+        answers = services.refetch_products(products, asked_at)
+        cycle.offers.update((pk, (asked_at, answer)) for pk, answer in answers.items())
+    return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}
 
 
 _UNREAD_FIELDS = (

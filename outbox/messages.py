@@ -55,6 +55,9 @@ def build_message(
     )
     with translation.override(language):
         name = listing.name or fresh.name or listing.item_code
+        if watch.product_id:
+            # A product watch is about the product, whichever shop has the best offer.
+            name = row.detected_payload.get("listing") or name
         title = clip(name, _TITLE_LIMIT)
         if watch.trigger == Trigger.BACK_IN_STOCK:
             body = _("Back in stock at %(price)s.") % {"price": yen(price)}
@@ -86,6 +89,16 @@ def build_message(
                 "unit": f"¥{per_unit_value:,.2f}",
                 "label": unit_name(listing.unit_label),
             }
+        data = {}
+        if watch.product_id:
+            shop = listing.shop_name or fresh.shop_name or listing.item_code
+            # The best offer now may be another shop than the one detected: say which.
+            body += " " + _("At %(shop)s: %(price)s, %(shipping)s.") % {
+                "shop": shop,
+                "price": yen(fresh.price),
+                "shipping": shipping_text(fresh.shipping),
+            }
+            data = {"shop": shop, "shop_url": fresh.url or listing.url}
     return Message(
         title=title,
         body=body,
@@ -96,7 +109,17 @@ def build_message(
         price=price,
         urgency="high" if watch.trigger == Trigger.BACK_IN_STOCK else "normal",
         icon=listing.image_url,
+        data=data,
     )
+
+
+def shipping_text(shipping: int | None) -> str:
+    """Shipping as a message says it: free, a fee, or unknown (never taken for free)."""
+    if shipping is None:
+        return _("shipping unknown")
+    if shipping == 0:
+        return _("free shipping")
+    return _("shipping %(fee)s") % {"fee": yen(shipping)}
 
 
 def local_day(moment: dt.datetime) -> dt.date:

@@ -5,7 +5,10 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
    device has no subscription (an e-mail row: no confirmed, working address) — without asking
    any marketplace;
 5. each remaining row's listing was re-fetched once this cycle (`watches.services.refetch`);
-   an error kind becomes a drop or a retry (`FETCH_OUTCOME`);
+   an error kind becomes a drop or a retry (`FETCH_OUTCOME`). A product watch's row is
+   judged on its product's best offer in stock now (`watches.services.refetch_products`),
+   whichever shop that is: no shop in stock is `out_of_stock`, the best one above the line
+   `condition_lost`, and a marketplace that could not answer at all an error kind as above;
 6. the trigger is judged again on the fresh value (`watches.triggers.recheck`); of two rows
    for the same watch and channel only the newest may go out, and the message is built from
    the fresh value.
@@ -17,12 +20,14 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from types import MappingProxyType
 
 from outbox.channels.base import Message
 from outbox.messages import build_message
 from outbox.models import Outbox, Reason, Status
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult
-from watches.models import Channel
+from watches.models import Channel, Listing
+from watches.services import ProductAnswer
 from watches.triggers import Judgement, recheck
 
 FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
@@ -35,6 +40,8 @@ FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
 }
 
 _NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")
+_NO_SHOP = FetchError(FetchKind.EMPTY, "no shop has it in stock")
+_NONE: Mapping[int, ProductAnswer] = MappingProxyType({})
 
 
 @dataclass
@@ -69,14 +76,18 @@ def guard(row: Outbox) -> Reason | None:
     return None
 
 
-def decide(live: list[Outbox], fetched: Mapping[int, FetchResult]) -> dict[int, Decision]:
+def decide(
+    live: list[Outbox],
+    fetched: Mapping[int, FetchResult],
+    offers: Mapping[int, ProductAnswer] = _NONE,
+) -> dict[int, Decision]:
     """A decision for every row of `live` (rows that passed the guards), from the fresh
-    answer for its listing (`fetched`, by listing id)."""
+    answer for its listing (`fetched`, by listing id) or, for a product watch, the fresh
+    offers of its product (`offers`, by product id)."""
     decisions: dict[int, Decision] = {}
     seen: set[tuple[int, str]] = set()
     for row in sorted(live, key=lambda r: r.detected_at, reverse=True):
-        listing = row.watch.listing
-        result = fetched.get(listing.pk) or _NO_ANSWER
+        listing, result = _fresh(row, fetched, offers)
         if isinstance(result, FetchError):
             to, reason = FETCH_OUTCOME[result.kind]
             decisions[row.pk] = Decision(
@@ -108,6 +119,27 @@ def decide(live: list[Outbox], fetched: Mapping[int, FetchResult]) -> dict[int, 
             Status.SENT, Reason.DELIVERED, data=facts, message=message, value=judgement.value
         )
     return decisions
+
+
+def _fresh(
+    row: Outbox, fetched: Mapping[int, FetchResult], offers: Mapping[int, ProductAnswer]
+) -> tuple[Listing, FetchResult]:
+    """The listing a row is judged on and its fresh answer: a listing watch's own listing;
+    for a product watch, the best offer in stock now, of whichever shop."""
+    watch = row.watch
+    if not watch.product_id:
+        return watch.listing, fetched.get(watch.listing_id) or _NO_ANSWER
+    answer = offers.get(watch.product_id)
+    if answer is None:
+        return watch.listing, _NO_ANSWER
+    best = answer.best()
+    if best is not None:
+        return best
+    failed = [error for error in answer.errors if error.kind != FetchKind.EMPTY]
+    if failed:
+        # A marketplace could not say whether it has an offer: ask again rather than drop.
+        return watch.listing, failed[0]
+    return watch.listing, _NO_SHOP
 
 
 def _str(value) -> str | None:

@@ -200,3 +200,69 @@ def test_the_adapter_spreads_requests_over_its_application_ids(ichiba, settings)
     finally:
         for app_id in settings.RAKUTEN_APP_IDS:
             ratelimit.forget_limiter(f"rakuten:{app_id}", settings.RAKUTEN_RATE_PER_SECOND)
+
+
+# --- Yahoo! Shopping takes its requests from the fleet's budget like Rakuten -----------------
+
+YAHOO_JAN = "4901750404406"
+
+
+def _yahoo_budget(client, settings, clock) -> RedisRateLimiter:
+    from tests.fakes.yahoo import APP_ID as YAHOO_APP_ID
+
+    rate = settings.YAHOO_RATE_PER_SECOND
+    limiter = RedisRateLimiter(
+        client, f"{client.prefix}:yahoo", rate, clock=clock, sleep=clock.sleep
+    )
+    install_limiter(f"yahoo:{YAHOO_APP_ID}", rate, limiter)
+    return limiter
+
+
+def test_with_redis_yahoos_adapter_takes_the_fleets_budget(yahoo, settings):
+    from tests.fakes.yahoo import APP_ID as YAHOO_APP_ID
+    from watches.marketplaces.yahoo import YahooMarketplace
+
+    settings.REDIS_URL = REDIS
+    rate = settings.YAHOO_RATE_PER_SECOND
+    ratelimit.forget_limiter(f"yahoo:{YAHOO_APP_ID}", rate)
+    try:
+        adapter = YahooMarketplace()
+        (limiter,) = adapter.budget.limiters.values()
+        assert isinstance(limiter, RedisRateLimiter)
+        assert limiter.key == f"yasugoro:ratelimit:yahoo:{ratelimit.app_id_label(YAHOO_APP_ID)}"
+    finally:
+        ratelimit.forget_limiter(f"yahoo:{YAHOO_APP_ID}", rate)
+
+
+def test_a_yahoo_429_holds_off_every_process_of_the_fleet(yahoo, settings, client):
+    from watches.marketplaces.yahoo import YahooMarketplace
+
+    clock = FakeClock()
+    _yahoo_budget(client, settings, clock)
+    yahoo.add("store1_tp", jan=YAHOO_JAN)
+    yahoo.behave[YAHOO_JAN] = "rate_limited"
+    yahoo.retry_after = "120"
+
+    (result,) = YahooMarketplace().offers([YAHOO_JAN]).values()
+
+    assert result.kind == FetchKind.RATE_LIMITED and result.retry_after == 120
+    # Another process reads the same budget in Redis: held off for the server's two minutes.
+    other = RedisRateLimiter(
+        client, f"{client.prefix}:yahoo", settings.YAHOO_RATE_PER_SECOND, clock=clock
+    )
+    assert 119 <= other.wait_needed() <= 120
+
+
+def test_an_unreachable_budget_makes_no_yahoo_request(yahoo, settings):
+    from tests.fakes.yahoo import APP_ID as YAHOO_APP_ID
+    from watches.marketplaces.yahoo import YahooMarketplace
+
+    dead = redis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.2)
+    rate = settings.YAHOO_RATE_PER_SECOND
+    install_limiter(f"yahoo:{YAHOO_APP_ID}", rate, RedisRateLimiter(dead, "test-scale:dead", rate))
+    yahoo.add("store1_tp", jan=YAHOO_JAN)
+
+    results = YahooMarketplace().offers([YAHOO_JAN, "4902102072618"])
+
+    assert {result.kind for result in results.values()} == {FetchKind.RATE_LIMITED}
+    assert yahoo.requests == []

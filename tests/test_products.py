@@ -271,23 +271,3 @@ def test_a_device_that_cannot_be_reached_keeps_what_it_missed(product, yahoo):
     assert poll_at(20).enqueued == 0
     made.refresh_from_db()
     assert made.missed_price == 480
-
-
-def test_todays_dispatcher_re_fetches_the_detected_offer_and_names_it(
-    product, yahoo, recording_channel
-):
-    """Until the dispatcher re-fetches a product's offers as a whole (issue 16, its part),
-    a product watch's row is re-checked on the offer it follows: the one detected."""
-    from outbox.dispatch import run_cycle
-
-    made = watch(product, target_price=500)
-    yahoo.set("store3_tp-12r", price=480)
-    poll_at(20)
-    yahoo.requests.clear()
-    with time_machine.travel(START + dt.timedelta(minutes=21), tick=False):
-        run_cycle()
-    row = Outbox.objects.get(watch=made)
-    assert row.status == "sent"
-    ((_, message),) = recording_channel.delivered
-    assert message.price == 480
-    assert [q.get("seller_id") for q in yahoo.requests] == ["store3"]

@@ -101,6 +101,7 @@ def test_pause_listings_counts_only_the_newly_paused():
 
 def test_the_outbox_door_lists_exactly_its_functions():
     assert sorted(services.__all__) == [
+        "ProductAnswer",
         "advance_baselines",
         "budget_status",
         "deactivate_gone_subscriptions",
@@ -110,6 +111,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "pause_listings",
         "record_bounces",
         "refetch",
+        "refetch_products",
         "unsubscribe_token",
         "watched_coverage",
     ]

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from common.bulk import update_by_id
 from common.text import clip
-from outbox.enqueue import Detection, enqueue_many
+from outbox.enqueue import Detection, detections_for, enqueue_many
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -139,16 +139,22 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     detections, missed, moves = judge_products(products, now, fresh)
     with transaction.atomic():
         observations.save()
-        update_by_id(
-            Product,
-            ("last_polled_at", "last_error"),
-            ((p.pk, (p.last_polled_at, p.last_error)) for p in products),
-        )
+        save_poll_state(products)
         result.enqueued = enqueue_many(detections, now=now)
         record_missed(missed)
         update_by_id(Watch, ("listing",), moves)
     result.points = len(observations.points)
     return result
+
+
+def save_poll_state(products: Iterable[Product]) -> None:
+    """Write each product's poll state (when asked, and the error an answer left) as
+    `offer_answers` set it in memory."""
+    update_by_id(
+        Product,
+        ("last_polled_at", "last_error"),
+        ((p.pk, (p.last_polled_at, p.last_error)) for p in products),
+    )
 
 
 def offer_answers(
@@ -240,11 +246,13 @@ def judge_products(
             moves.append((watch.pk, (best.pk,)))
         if not judgement.holds:
             continue
-        if not watch.device.can_receive:
+        if not watch.device.receiving_channels:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, _Missed(best.effective_price, now)))
             continue
         payload = snapshot(watch, product, best, offers[product.pk], judgement, now)
-        detections.append(Detection.for_watch(watch, now, payload))
+        # One row per channel that reaches the device (push, e-mail or both), as for listings.
+        detections.extend(detections_for(watch, now, payload))
     return detections, missed, moves
 
 

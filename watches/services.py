@@ -9,6 +9,9 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   same rule as price polling (history point or not, last-seen state, typical price and 90-day
   low, errors) — or, within a freshness bound the caller gives, take a poll's observation
   instead of asking again;
+- `refetch_products`: the same for product watches — every shop's offer of each product, one
+  request per product and marketplace, kept by the same rule (`watches.product_refetch`);
+  its `ProductAnswer` names the best offer in stock now;
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
 - `record_bounces`: the mail server refused addresses (5xx); at EMAIL_BOUNCE_LIMIT an address
@@ -41,9 +44,11 @@ from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
 from watches.observations import fetch, fresh_observations, observe
 from watches.pollplan import budget_status, watched_coverage
+from watches.product_refetch import ProductAnswer, refetch_products
 from watches.subscriptions import endpoint_allowed
 
 __all__ = [
+    "ProductAnswer",
     "advance_baselines",
     "budget_status",
     "deactivate_gone_subscriptions",
@@ -53,6 +58,7 @@ __all__ = [
     "pause_listings",
     "record_bounces",
     "refetch",
+    "refetch_products",
     "unsubscribe_token",
     "watched_coverage",
 ]

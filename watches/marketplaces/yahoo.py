@@ -18,15 +18,20 @@ marketplace protocol, as for Rakuten:
 - malformed JSON, missing fields, wrong types, another 4xx (a bad application id is one) →
   `bad_response`; no hit → `empty`.
 
-Requests go through one `requests.Session` per adapter and the process-wide rate limiter of
-the application id (`watches.marketplaces.ratelimit`), shared with every other caller in the
-process; Yahoo's budget (1 query/s per application) is separate from Rakuten's.
+Requests go through one `requests.Session` per adapter and the budget of the application id
+(`budget()`: `limiter_for("yahoo", app_id, rate)`, `watches.marketplaces.ratelimit`), as
+Rakuten's do: with REDIS_URL the fleet's shared budget — price polling, product polling and
+every dispatcher on every host take their slots from it, and a 429 holds all of them off —
+otherwise the process's. An unreachable shared budget is `rate_limited` without a request
+(the rest of the batch is not asked either). Yahoo's budget (1 query/s per application) is
+separate from Rakuten's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -54,9 +59,11 @@ from watches.marketplaces.base import (
     Offers,
     OffersResult,
 )
-from watches.marketplaces.ratelimit import RateLimiter, shared_limiter
+from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
 
 _R = TypeVar("_R", FetchResult, OffersResult)
+
+log = logging.getLogger("watches.marketplaces.yahoo")
 
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
@@ -78,9 +85,10 @@ class YahooMarketplace:
         self.timeout = (settings.YAHOO_CONNECT_TIMEOUT, settings.YAHOO_READ_TIMEOUT)
         self.max_wait: float = settings.YAHOO_MAX_WAIT_SECONDS
         self.per_product: int = settings.YAHOO_OFFERS_PER_PRODUCT
-        self.limiter: RateLimiter = shared_limiter(
-            f"yahoo:{self.app_id}", settings.YAHOO_RATE_PER_SECOND
-        )
+        self.budget = budget()
+        self.limiter = self.budget.limiters[self.app_id]
+        # Set when the shared budget could not be reached: the rest of the batch is not asked.
+        self._unavailable: FetchError | None = None
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "Yasugoro price watch"
 
@@ -94,10 +102,15 @@ class YahooMarketplace:
 
     def _each(self, keys: Iterable[str], ask: Callable[[str], _R]) -> dict[str, _R]:
         results: dict[str, _R] = {}
+        self._unavailable = None
         try:
             for key in dict.fromkeys(keys):
+                if self._unavailable is not None:
+                    results[key] = self._unavailable
+                    continue
                 results[key] = ask(key)
-                count_marketplace_request(self.source, self.app_id, results[key])
+                if self._unavailable is None:  # no request went out without a budget
+                    count_marketplace_request(self.source, self.app_id, results[key])
         finally:
             self.session.close()
         return results
@@ -116,13 +129,19 @@ class YahooMarketplace:
     def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
         """One request through the rate limiter: the answer's JSON object and when it came,
         or what went wrong."""
-        if self.limiter.acquire(max_wait=self.max_wait) is None:
+        try:
+            slot = self.budget.acquire(max_wait=self.max_wait)
+        except LimiterUnavailable as exc:
+            # No budget, no request: the fleet's allowance is unknown.
+            self._unavailable = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL))
+            return self._unavailable
+        if slot is None:
             # Held off (a 429) for longer than a caller should block: the rest of the batch
             # is rate limited without asking.
             return FetchError(
                 FetchKind.RATE_LIMITED,
                 "waiting out the rate limit",
-                retry_after=self.limiter.wait_needed(),
+                retry_after=self.budget.wait_needed(),
             )
         try:
             response = self.session.get(
@@ -150,7 +169,12 @@ class YahooMarketplace:
         said = clip(f"HTTP {status}" + _error_message(data), MAX_DETAIL)
         if status == 429:
             retry_after = parse_retry_after(headers.get("Retry-After"))
-            self.limiter.hold_off(retry_after if retry_after is not None else _DEFAULT_HOLD_OFF)
+            try:
+                self.budget.hold_off(
+                    self.app_id, retry_after if retry_after is not None else _DEFAULT_HOLD_OFF
+                )
+            except LimiterUnavailable:
+                log.warning("could not record a 429 in the shared rate limiter")
             return FetchError(FetchKind.RATE_LIMITED, said, retry_after=retry_after)
         if status >= 500:
             retry_after = parse_retry_after(headers.get("Retry-After"))
@@ -164,6 +188,17 @@ class YahooMarketplace:
         if not isinstance(data, dict):
             return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
         return data, timezone.now()
+
+
+def budget() -> Budget:
+    """The requests Yahoo! Shopping allows us: the application id at `YAHOO_RATE_PER_SECOND`."""
+    return Budget(
+        {
+            settings.YAHOO_APP_ID: limiter_for(
+                "yahoo", settings.YAHOO_APP_ID, settings.YAHOO_RATE_PER_SECOND
+            )
+        }
+    )
 
 
 def _error_message(data: Any) -> str:
