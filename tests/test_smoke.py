@@ -18,3 +18,38 @@ def test_migrate_creates_the_dispatch_schedule_once():
 
     call_command("migrate", verbosity=0)
     assert Schedule.objects.filter(name="outbox-dispatch").count() == 1
+
+
+def test_check_deploy_with_production_settings_is_clean(tmp_path):
+    """`manage.py check --deploy` in a fresh process, DEBUG off, secrets from the environment
+    as production has them: no warning at all (the security middleware, cookies, HSTS)."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "DEBUG", "DATABASE_URL", "DEMO_MARKET"}
+    }
+    env.update(
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="yasugoro.example",
+        VAPID_PRIVATE_KEY="not-used-by-check",
+        VAPID_SUBJECT="mailto:ops@yasugoro.example",
+        SITE_URL="https://yasugoro.example",
+        YASUGORO_VAR_DIR=str(tmp_path),
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no issues" in done.stdout
