@@ -25,8 +25,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -119,18 +120,27 @@ def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
 
 
 def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
-    """One answer for every code from `source`'s adapter. Never raises: a bug or a
-    misconfiguration in the adapter is logged and answers `bad_response` for every code, and a
-    code the adapter left unanswered gets `bad_response` too."""
+    """One answer for every item code from `source`'s adapter; see `ask`."""
+    return ask(source, codes, lambda adapter: adapter.fetch(codes))
+
+
+def ask(
+    source: str,
+    codes: Sequence[str],
+    request: Callable[[Any], Mapping[str, Any]],
+    unanswered: str = NO_ANSWER,
+) -> dict[str, Any]:
+    """`request(adapter)` of `source`'s adapter, one answer for every code. Never raises: a
+    bug or a misconfiguration in the adapter is logged and answers `bad_response` for every
+    code, and a code the adapter left unanswered gets `bad_response` (`unanswered`) too."""
     try:
-        answers = get_marketplace(source).fetch(codes)
+        answers = request(get_marketplace(source))
     except Exception as exc:  # an adapter's bug must not stop polling or a dispatch cycle
         log.exception("marketplace %s failed", source)
         detail = clip(f"{type(exc).__name__}: {exc}", _DETAIL_LIMIT)
         return {code: FetchError(FetchKind.BAD_RESPONSE, detail) for code in codes}
-    return {
-        code: answers.get(code) or FetchError(FetchKind.BAD_RESPONSE, NO_ANSWER) for code in codes
-    }
+    missing = FetchError(FetchKind.BAD_RESPONSE, unanswered)
+    return {code: answers.get(code) or missing for code in codes}
 
 
 def fresh_observations(listings: Sequence[Listing], since: dt.datetime) -> dict[int, Observation]:

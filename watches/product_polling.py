@@ -49,7 +49,7 @@ from watches.marketplaces.base import (
 )
 from watches.missed import record_missed
 from watches.models import Listing, Product, Watch
-from watches.observations import observe
+from watches.observations import ask, observe
 from watches.offers import product_points
 from watches.polling import PollResult
 from watches.product_triggers import detect_best
@@ -74,16 +74,14 @@ def offer_sources() -> list[str]:
 
 
 def fetch_offers(source: str, jans: Sequence[str]) -> dict[str, OffersResult]:
-    """One answer for every JAN code from `source`'s adapter. Never raises: an adapter's
-    failure, or a code it left unanswered, is `bad_response`."""
-    try:
-        answers = get_marketplace(source).offers(jans)
-    except Exception as exc:  # an adapter's bug must not stop polling
-        log.exception("marketplace %s failed", source)
-        detail = clip(f"{type(exc).__name__}: {exc}", 150)
-        return {jan: FetchError(FetchKind.BAD_RESPONSE, detail) for jan in jans}
-    missing = FetchError(FetchKind.BAD_RESPONSE, "the marketplace did not answer for this JAN")
-    return {jan: answers.get(jan) or missing for jan in jans}
+    """Every shop's offer of each JAN code from `source`'s adapter (`observations.ask`: never
+    raises; an adapter's failure, or a code it left unanswered, is `bad_response`)."""
+    return ask(
+        source,
+        jans,
+        lambda adapter: adapter.offers(jans),
+        "the marketplace did not answer for this JAN",
+    )
 
 
 def due_products(now: dt.datetime, *, force: bool = False) -> QuerySet[Product]:
