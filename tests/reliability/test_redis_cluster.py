@@ -17,13 +17,13 @@ import time
 import pytest
 import redis
 from django.db import connection
-from django_q.brokers.redis_broker import Redis as RedisBroker
 from django_q.models import Task
 from django_q.tasks import async_task
 
 from outbox.models import Outbox, Status
 from tests.reliability.world import (
     ROOT,
+    RedisQueue,
     child_env,
     demo_listings,
     dispatcher_processes,
@@ -38,18 +38,6 @@ from yasugoro.schedules import ensure_schedule
 REDIS_SERVER = os.environ.get("RELIABILITY_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = int(os.environ.get("RELIABILITY_REDIS_DB", "13"))
 CLUSTERS = 2
-
-
-class _Broker(RedisBroker):
-    """django-q2's Redis broker, on our Redis database whatever this process's Q_CLUSTER
-    says (the test process itself runs on the ORM broker)."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-        super().__init__(list_key="yasugoro")
-
-    def get_connection(self, list_key: str | None = None):
-        return redis.from_url(self._url)
 
 
 @pytest.fixture
@@ -75,7 +63,7 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
     ensure_schedule("outbox-dispatch", "outbox.tasks.dispatch", minutes=1)
     devices = subscribed_devices(push_service, 20)
     listings = demo_listings(10)
-    broker = _Broker(redis_url)
+    broker = RedisQueue(redis_url)
     env = child_env(REDIS_URL=redis_url, Q_WORKERS=2, OUTBOX_BATCH_SIZE=20, OUTBOX_DISPATCHERS=2)
     clusters = []
     for n in range(CLUSTERS):

@@ -14,9 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
+from django_q.brokers.redis_broker import Redis as RedisBroker
 
 from demo.models import DemoProduct
 from outbox.enqueue import Detection, enqueue_many
@@ -127,6 +129,18 @@ def child_env(**extra: object) -> dict[str, str]:
     env.pop("REDIS_URL", None)
     env.update({key: str(value) for key, value in extra.items()})
     return env
+
+
+class RedisQueue(RedisBroker):
+    """django-q2's Redis broker, on our Redis database whatever this process's Q_CLUSTER
+    says (the test process itself runs on the ORM broker)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        super().__init__(list_key="yasugoro")
+
+    def get_connection(self, list_key: str | None = None):
+        return redis.from_url(self._url)
 
 
 def start_dispatcher(
