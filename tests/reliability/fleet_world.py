@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.db.models import Count
 
 from outbox.messages import dedup_key
 from outbox.models import TERMINAL, Outbox, Status
 from tests.fakes.ichiba import FakeIchiba
-from tests.reliability.world import ROOT
 from watches.models import Device, Listing, Trigger, Watch
 
 TARGET = 950  # every watch's target price
@@ -54,18 +51,6 @@ def add_watches(devices: list[Device], listings: list[Listing], start: int, coun
         for i in range(count)
     )
     return start + count
-
-
-def start_cluster(env: dict[str, str], logs: Path, name: str) -> subprocess.Popen:
-    with open(logs / f"{name}.log", "w") as out:  # the child keeps its own copy
-        return subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 def session_pids(leader: subprocess.Popen) -> set[int]:

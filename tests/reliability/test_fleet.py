@@ -46,13 +46,14 @@ from tests.reliability.fleet_world import (
     rakuten_listings,
     reasons,
     session_pids,
-    start_cluster,
 )
 from tests.reliability.world import (
     RedisQueue,
     child_env,
     due_rows,
     log_tail,
+    redis_database,
+    start_cluster,
     stop,
     subscribed_devices,
 )
@@ -73,16 +74,7 @@ def postgres():
 
 @pytest.fixture
 def fleet_redis():
-    url = f"{REDIS_SERVER}/{REDIS_DB}"
-    client = redis.from_url(url, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"needs Redis at {REDIS_SERVER} ({type(exc).__name__}); CI starts one")
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    yield from redis_database(REDIS_SERVER, REDIS_DB)
 
 
 @pytest.fixture
