@@ -8,17 +8,18 @@ grows the whole time: new watches that the next poll detects, prices that move a
 watchers' targets, and rows enqueued directly. Every listing is on the fake Rakuten Ichiba
 with two application ids at 1 request/s each, as the real one allows: polling and the
 dispatcher's re-fetches from every process take their requests from the fleet's budget in
-Redis, and there is more to ask than the budget gives, so the limiter is what paces them.
+Redis, and each poll plans as if the budget were its own, so together they ask for more
+than it gives and the limiter is what paces them (`utilisation`: requests made / allowed).
 
 The fake Ichiba counts each id's requests per wall-clock second of arrival, and answers 429
 beyond the budget as the real one would: the test asserts the most any second saw, and that
 no 429 was answered. No process is SIGKILLed here, so the suite's SIGKILL rule allows no
 duplicate: every row ends sent (delivered exactly once) or dropped/failed with a reason.
 
-Small (make test-pg): about 20 s of load; full (--reliability-full): 5 minutes. Needs
-PostgreSQL (several processes claim side by side) and Redis (RELIABILITY_REDIS, database
-RELIABILITY_FLEET_REDIS_DB, default 12, flushed before and after); skipped with a reason
-otherwise."""
+Small (make test-pg): 16 s of load, about 30 s in all; full (--reliability-full): 5
+minutes. Needs PostgreSQL (several processes claim side by side) and Redis
+(RELIABILITY_REDIS, database RELIABILITY_FLEET_REDIS_DB, default 12, flushed before and
+after); skipped with a reason otherwise."""
 
 from __future__ import annotations
 
@@ -167,8 +168,9 @@ def test_a_growing_fleet_delivers_exactly_once_within_the_marketplace_budget(
     requests = {app_id: len(ichiba.arrivals[app_id]) for app_id in APP_IDS}
     busy = {app_id: len({int(at) for at in ichiba.arrivals[app_id]}) for app_id in APP_IDS}
     arrivals = {app_id: sorted(ichiba.arrivals[app_id]) for app_id in APP_IDS}
-    client = redis.from_url(fleet_redis)
-    slots = sum(int(client.get(key)) for key in client.scan_iter("yasugoro:ratelimit:*:used:*"))
+    with redis.from_url(fleet_redis) as client:
+        used = client.scan_iter("yasugoro:ratelimit:*:used:*")
+        slots = sum(int(client.get(key)) for key in used)
     scheduled = Task.objects.filter(group__in=["outbox-dispatch", "watches-poll"])
     figures(
         "fleet",
