@@ -204,8 +204,9 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
 
 def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse | None:
     """The listing page as every browser without a device gets it (a first visit: nothing
-    personal on it), cached whole until prices change — or None when this request's page is
-    its own (a device, whose watches it may show; a message waiting; a URL of its own)."""
+    personal on it), cached whole until this listing changes — or None when this request's
+    page is its own (a device, whose watches it may show; a message waiting; a URL of its
+    own)."""
     if not pagecache.shared(request) or devices.get_device(request) is not None:
         return None
 
@@ -214,8 +215,10 @@ def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse 
         form = WatchForm(listing=listing)
         return _listing_html(request, listing, form, None, [], timezone.now(), csrf_token)
 
-    # No query when cached: saving, pausing or deleting a listing moves the prices version on.
-    return pagecache.page(request, "listing", (listing_id,), render)
+    # No query when cached: observing, saving, pausing or deleting a listing moves its own
+    # version on; another listing's new price leaves this page as it is.
+    version = pagecache.listing_version(listing_id)
+    return pagecache.page(request, "listing", (listing_id,), render, version)
 
 
 def _listing_html(
@@ -240,18 +243,25 @@ def _listing_html(
             watch.first_seen = first_seen
     target = watchlist.chart_target(listing, mine)
     if target is None:
-        # The same for every visitor without a target on it: cached until prices change.
+        # The same for every visitor without a target on it: cached until the listing changes.
         main = pagecache.fragment(
-            "listing-main", (listing.pk, listing.paused), lambda: _listing_main(listing, now)
+            "listing-main",
+            (listing.pk, listing.paused),
+            lambda: _listing_main(listing, now),
+            pagecache.listing_version(listing.pk),
         )
     else:
         main = _listing_main(listing, now, target)
     if form.is_bound:
         watch_form = _watch_form(listing, form, csrf_token)
     else:
-        # The empty form depends only on the listing: cached, with the token put in.
+        # The empty form shows only the 90-day low and the pack size (and the language): cached
+        # under them, shared by every listing alike and never stale.
         watch_form = pagecache.fragment(
-            "watch-form", (listing.pk,), lambda: _watch_form(listing, form, CSRF_PLACEHOLDER)
+            "watch-form",
+            (listing.low_90, listing.units_per_pack, listing.unit_label),
+            lambda: _watch_form(listing, form, CSRF_PLACEHOLDER),
+            pagecache.PURE,
         ).replace(CSRF_PLACEHOLDER, csrf_token)
     return render_to_string(
         "watches/listing.html",
