@@ -49,6 +49,21 @@ def point_rows(listing_ids: Iterable[int], since: dt.datetime) -> Iterator[Point
                 yield from rows
 
 
+def newest_point_at(listing_id: int) -> object:
+    """When the listing's newest point was observed (None without one), as the database
+    gives it: what its chart is drawn from changes with it, as points are only ever added at
+    the time of an observation. One step down the (listing, observed_at) index."""
+    table = PricePoint._meta.db_table
+    with connection.cursor() as cursor:
+        # Written out: the ORM would spend longer building this query than the database
+        # answering it.
+        cursor.execute(
+            f"SELECT MAX(observed_at) FROM {table} WHERE listing_id = %s",  # noqa: S608
+            [listing_id],
+        )
+        return cursor.fetchone()[0]
+
+
 def load_points(listing_ids: Iterable[int], since: dt.datetime) -> dict[int, list[Point]]:
     """Every listing's observations since `since`, in one query, oldest first."""
     points: dict[int, list[Point]] = defaultdict(list)
