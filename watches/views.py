@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
@@ -22,6 +23,7 @@ from watches.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.history import load_points, newest_point_at
 from watches.models import Device, Listing, PricePoint, Product, Watch
 from watches.pagecache import CSRF_PLACEHOLDER
+from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
 
 PAGE_SIZE = 20
@@ -352,8 +354,19 @@ def _listing_main(listing: Listing, now, target=None) -> str:
         )
     else:
         chart = _chart_html(listing, now, target)
-    context = {"listing": listing, "facts_html": facts, "chart_html": chart}
-    return render_to_string("watches/_listing_main.html", context)
+    # Put together here rather than by a template: after a poll that found the same price
+    # this is all of the page that is rendered, and a template cost more than the rest.
+    checked = ""
+    if listing.last_polled_at:
+        text = _("Price last checked %(at)s.") % {"at": when(listing.last_polled_at)}
+        checked = format_html('<p class="unit">{}</p>', text)
+    return format_html(
+        '<div class="listing-main">\n  {}\n  <h2>{}</h2>\n  {}\n  {}\n</div>',
+        facts,
+        _("Price history"),
+        chart,
+        checked,
+    )
 
 
 def _chart_html(listing: Listing, now: dt.datetime, target=None) -> str:
