@@ -6,12 +6,13 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from common.bulk import update_by_id
+from watches import pagecache
 from watches.models import Listing, PricePoint, effective_price
 from watches.triggers import LOW_WINDOW, Point, summary
 
@@ -84,8 +85,11 @@ def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) ->
     now = now or timezone.now()
     ids = list(listing_ids)
     points = load_points(ids, now - LOW_WINDOW)
-    return update_by_id(
+    updated = update_by_id(
         Listing,
         ("typical_price", "low_90"),
         ((pk, listing_stats(points.get(pk, ()), now)) for pk in ids),
     )
+    # Their pages show both (and the home page sorts by them).
+    transaction.on_commit(lambda: pagecache.listings_changed(ids))
+    return updated
