@@ -15,6 +15,7 @@ from _capacity_world import World, reset_world
 
 T0 = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)  # 09:00 in Tokyo
 APP_IDS = [f"capacity-app-{n}" for n in range(1, 9)]
+RATE = 1.0  # requests/s per application id: Rakuten Ichiba's allowance
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Row:
     too_many: int  # requests the fake Ichiba answered 429 (over 1/s for an id)
     busiest_second: int  # most requests one id made in one simulated second
     wall: float
+    detections: dict[int, float]  # watch id → seconds after T0 its row was enqueued
 
 
 class Fixed:
@@ -73,11 +75,10 @@ def run_scenario(
     started = time.monotonic()
     reset_world(T0)
     clock.move_to(T0.timestamp())
-    rate = settings.RAKUTEN_RATE_PER_SECOND
     settings.RAKUTEN_APP_IDS = APP_IDS[:ids]
     for app_id in APP_IDS[:ids]:
         install_limiter(
-            f"rakuten:{app_id}", rate, RateLimiter(rate, clock=clock, sleep=clock.sleep)
+            f"rakuten:{app_id}", RATE, RateLimiter(RATE, clock=clock, sleep=clock.sleep)
         )
     asked_before, too_many_before = len(fake.requests), fake.too_many
     fake.per_second.clear()
@@ -177,7 +178,6 @@ def _enqueued() -> dict[int, float]:
 def _row(
     world, crossed, ids, order, detected, samples, fake, asked_before, too_many_before, wall
 ) -> Row:
-    from django.conf import settings
 
     from watches.models import Listing, Watch
 
@@ -189,7 +189,7 @@ def _row(
     never = Listing.objects.filter(
         last_polled_at__lt=T0, id__in=Watch.live.values("listing_id")
     ).count()
-    allowance = round(ids * settings.RAKUTEN_RATE_PER_SECOND * world.horizon)
+    allowance = round(ids * RATE * world.horizon)
 
     def percentile(share: float) -> float | None:
         if not delays:
@@ -214,4 +214,5 @@ def _row(
         too_many=fake.too_many - too_many_before,
         busiest_second=max(fake.per_second.values(), default=0),
         wall=wall,
+        detections=detected,
     )

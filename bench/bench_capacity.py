@@ -41,6 +41,7 @@ Simulated:
 
     .venv/bin/python bench/bench_capacity.py [--listings 100000] [--watches 1000000]
         [--hours 6] [--ids 1,4] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
+        [--poll-minutes POLL_MINUTES]
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _capacity_runs import APP_IDS, T0, Fixed, Row, run_scenario
+from _capacity_runs import APP_IDS, RATE, T0, Fixed, Row, run_scenario
 
 GOAL = 0.95
 
@@ -129,7 +130,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
         django_on_temp_postgres("capacity")
     else:
         django_on_temp_sqlite("capacity")
-    return simulate(args.listings, args.watches, args.hours, args.ids, args.judge, args.seed)
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(POLL_MINUTES=args.poll_minutes or settings.POLL_MINUTES):
+        return simulate(args.listings, args.watches, args.hours, args.ids, args.judge, args.seed)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -141,6 +146,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--poll-minutes", type=int, default=None, help="default: POLL_MINUTES")
     args = parser.parse_args(argv)
     args.watches = args.watches if args.watches is not None else 10 * args.listings
     args.ids = [int(n) for n in args.ids.split(",")]
@@ -156,6 +162,9 @@ def simulate(
     plan/oldest-first, interleaved), print the table and the advice; return the rows."""
     from _capacity_world import build_world, crossings, write_world
     from django.conf import settings
+    from django.test import override_settings
+
+    from watches.marketplaces.ratelimit import forget_limiter
 
     started = time.monotonic()
     world = build_world(listings, watches, hours, seed)
@@ -168,17 +177,29 @@ def simulate(
     )
     fixed = Fixed()
     clock = SimClock()
-    fake = fake_ichiba(world, clock, settings.RAKUTEN_RATE_PER_SECOND)
-    settings.RAKUTEN_API_URL = fake.url
+    fake = fake_ichiba(world, clock, RATE)
     rows = []
     try:
-        for count in ids:
-            for order in ("plan", "oldest-first"):
-                rows.append(run_scenario(world, crossed, count, order, judge, clock, fake, fixed))
-                print(_line(rows[-1]), flush=True)
+        with override_settings(
+            RAKUTEN_APP_ID=APP_IDS[0],
+            RAKUTEN_RATE_PER_SECOND=RATE,
+            RAKUTEN_API_URL=fake.url,
+            MARKETPLACE_ADAPTERS={
+                **settings.MARKETPLACE_ADAPTERS,
+                "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+            },
+        ):
+            for count in ids:
+                for order in ("plan", "oldest-first"):
+                    rows.append(
+                        run_scenario(world, crossed, count, order, judge, clock, fake, fixed)
+                    )
+                    print(_line(rows[-1]), flush=True)
     finally:
         fake.stop()
         clock.stop()
+        for app_id in APP_IDS:
+            forget_limiter(f"rakuten:{app_id}", RATE)
     print_table(rows, world.watched(), hours)
     print_advice(rows, world.watched())
     print(f"total {time.monotonic() - started:.0f} s")
@@ -220,9 +241,9 @@ def print_advice(rows: list[Row], watched: int) -> None:
     allowance would give were polling to spend all of it but the dispatcher's share."""
     from django.conf import settings
 
-    hours = rows[0].allowance / rows[0].ids / settings.RAKUTEN_RATE_PER_SECOND / 3600
+    hours = rows[0].allowance / rows[0].ids / RATE / 3600
     spent = max(row.requests / row.ids / hours for row in rows)
-    full = settings.RAKUTEN_RATE_PER_SECOND * 3600 * (1 - settings.POLL_REFETCH_SHARE)
+    full = RATE * 3600 * (1 - settings.POLL_REFETCH_SHARE)
     print(f"\nwhat to buy, for {GOAL:.0%} of watched listings checked within the window:")
     print(f"one application id gives polling {spent:,.0f} requests/h as configured ", end="")
     print(f"(POLL_MINUTES={settings.POLL_MINUTES}, POLL_MAX_SECONDS=")
