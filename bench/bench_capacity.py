@@ -237,22 +237,29 @@ def print_table(rows: list[Row], watched: int, hours: float) -> None:
 
 
 def print_advice(rows: list[Row], watched: int) -> None:
-    """What to buy: requests one id gives polling per hour, as measured, and what the
-    allowance would give were polling to spend all of it but the dispatcher's share."""
+    """What to buy. The plan spends OLDEST_SHARE of each run on the watched listings checked
+    longest ago: that share alone keeps `share × requests/h ÷ goal` listings within the hour
+    (the rest goes to the listings near a line, again and again). Given for the requests one
+    id gives polling as configured, and when runs come back to back (POLL_MINUTES = 2 with
+    POLL_MAX_SECONDS = 120): rate × 3,600 × (1 − POLL_REFETCH_SHARE) an hour."""
     from django.conf import settings
+
+    from watches.pollplan import OLDEST_SHARE
 
     hours = rows[0].allowance / rows[0].ids / RATE / 3600
     spent = max(row.requests / row.ids / hours for row in rows)
     full = RATE * 3600 * (1 - settings.POLL_REFETCH_SHARE)
-    print(f"\nwhat to buy, for {GOAL:.0%} of watched listings checked within the window:")
-    print(f"one application id gives polling {spent:,.0f} requests/h as configured ", end="")
-    print(f"(POLL_MINUTES={settings.POLL_MINUTES}, POLL_MAX_SECONDS=")
-    print(f"{settings.POLL_MAX_SECONDS}); {full:,.0f}/h if runs came back to back")
-    print("| watched listings | ids, 1 h | ids, 15 min | back to back: 1 h | 15 min |")
+    keeps = OLDEST_SHARE * spent / GOAL, OLDEST_SHARE * full / GOAL
+    print(f"\nwhat to buy, for {GOAL:.0%} of the watched listings checked within 1 h or 15 min:")
+    print(f"one id gives polling {spent:,.0f} requests/h as configured ", end="")
+    print(f"(POLL_MINUTES={settings.POLL_MINUTES}), {full:,.0f}/h with runs back to back;")
+    print(f"the plan's oldest quarter keeps {keeps[0]:,.0f} / {keeps[1]:,.0f} listings within")
+    print("the hour (oldest-first would need a quarter as many ids, and detect later)")
+    print("| watched listings | ids as configured: 1 h | 15 min | back to back: 1 h | 15 min |")
     print("|---|---|---|---|---|")
     for listings in sorted({1_000, 10_000, 100_000, watched}):
         need = [
-            math.ceil(GOAL * listings / (rate * window))
+            math.ceil(GOAL * listings / (OLDEST_SHARE * rate * window))
             for rate in (spent, full)
             for window in (1.0, 0.25)
         ]
