@@ -35,7 +35,9 @@ class Row:
     too_many: int  # requests the fake Ichiba answered 429 (over 1/s for an id)
     busiest_second: int  # most requests one id made in one simulated second
     wall: float
-    detections: dict[int, float]  # watch id → seconds after T0 its row was enqueued
+    # The n-th watch of the world → seconds after T0 its row was enqueued (by place, not
+    # by id: two worlds written into one PostgreSQL database get other ids).
+    detections: dict[int, float]
 
 
 class Fixed:
@@ -198,6 +200,7 @@ def _row(
         return None if value == float("inf") else value
 
     mean = statistics.fmean
+    place = {watch: n for n, watch in enumerate(crossed)}  # crossed is in world order
     return Row(
         ids=ids,
         order=order,
@@ -214,5 +217,5 @@ def _row(
         too_many=fake.too_many - too_many_before,
         busiest_second=max(fake.per_second.values(), default=0),
         wall=wall,
-        detections=detected,
+        detections={place[watch]: at for watch, at in detected.items()},
     )
