@@ -83,7 +83,7 @@ def run_scenario(
             f"rakuten:{app_id}", RATE, RateLimiter(RATE, clock=clock, sleep=clock.sleep)
         )
     asked_before, too_many_before = len(fake.requests), fake.too_many
-    fake.per_second.clear()
+    fake.by_second.clear()
     judging = _Judging(fixed.targets) if judge == "sim" else None
     interval = settings.POLL_MINUTES * 60
     samples: list[dict] = []
@@ -215,7 +215,7 @@ def _row(
         p50=percentile(0.50),
         p95=percentile(0.95),
         too_many=fake.too_many - too_many_before,
-        busiest_second=max(fake.per_second.values(), default=0),
+        busiest_second=max(fake.by_second.values(), default=0),
         wall=wall,
         detections={place[watch]: at for watch, at in detected.items()},
     )

@@ -98,15 +98,15 @@ def fake_ichiba(world, clock: SimClock, rate: float):
             super().__init__()
             self.app_ids = set(APP_IDS)
             self.by_code = {item.code: item for item in world.listings}
-            self.per_second: Counter[tuple[str, int]] = Counter()
+            self.by_second: Counter[tuple[str, int]] = Counter()
             self.too_many = 0
 
         def answer(self, path: str, query: dict[str, str]):
             key = (query.get("applicationId", ""), math.floor(clock.now))
             code = query.get("itemCode", "")
             with self.lock:
-                self.per_second[key] += 1
-                over = self.per_second[key] > rate
+                self.by_second[key] += 1
+                over = self.by_second[key] > rate
                 self.too_many += over
                 item = self.by_code.get(code)
                 if item is not None:
