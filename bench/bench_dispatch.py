@@ -90,8 +90,9 @@ def run(vendor: str) -> None:
         floor_s = statistics.median(wall[(world.n, "floor")])
         rates[world.n] = wall[(world.n, "ours")]
         print(
-            f"  {world.rows:,} rows over {world.listings:,} listings: ours {world.rows / ours_s:>7,.0f}"
-            f" rows/s, floor {world.rows / floor_s:>7,.0f} rows/s; queries a row "
+            f"  {world.rows:,} rows over {world.listings:,} listings: "
+            f"ours {world.rows / ours_s:>7,.0f} rows/s, "
+            f"floor {world.rows / floor_s:>7,.0f} rows/s; queries a row "
             f"{queries[(world.n, 'ours')] / world.rows:.3f} / "
             f"{queries[(world.n, 'floor')] / world.rows:.3f}\n"
             f"    ratio ours / floor, wall: {ratio(wall, world.n)}\n"
@@ -139,55 +140,14 @@ class World:
 def build(n: int, rows: int, listing_count: int) -> World:
     """`listing_count` demo listings at ¥900 with their history, one console device, `rows`
     target-price watches (¥950) over the listings, one due row each."""
-    from django.utils import timezone
+    from _world import due_rows, listings_with_history
 
-    from demo.models import DemoProduct
-    from outbox.enqueue import Detection, enqueue_many
-    from watches.models import Channel, Device, Listing, PricePoint, Trigger, Watch
+    from watches.models import Channel, Device
 
     codes = [f"bench-{n}-{i}" for i in range(listing_count)]
-    DemoProduct.objects.bulk_create(
-        (DemoProduct(item_code=c, name=f"bench item {c}", price=900) for c in codes),
-        batch_size=2000,
-    )
-    listings = Listing.objects.bulk_create(
-        (Listing(source="demo", item_code=c, name=f"bench item {c}", price=900) for c in codes),
-        batch_size=2000,
-    )
-    now = timezone.now()
-    step = dt.timedelta(days=1) / POINTS_PER_DAY
-    points = HISTORY_DAYS * POINTS_PER_DAY
-    PricePoint.objects.bulk_create(
-        (
-            PricePoint(
-                listing=listing,
-                observed_at=now - (points - k) * step,
-                price=900 + (k * 37 + i) % 200,
-                shipping=0,
-                in_stock=k % 50 != 0,
-            )
-            for i, listing in enumerate(listings)
-            for k in range(points)
-        ),
-        batch_size=5000,
-    )
+    listings = listings_with_history(codes, HISTORY_DAYS, POINTS_PER_DAY)
     device = Device.objects.create(token_hash=f"bench-{n}", channel=Channel.CONSOLE)
-    watches = Watch.objects.bulk_create(
-        (
-            Watch(
-                device=device,
-                listing=listings[i % listing_count],
-                trigger=Trigger.TARGET_PRICE,
-                target_price=950,
-            )
-            for i in range(rows)
-        ),
-        batch_size=2000,
-    )
-    enqueue_many(
-        Detection(w.pk, device.pk, Channel.CONSOLE, Trigger.TARGET_PRICE, now, {"price": 900})
-        for w in watches
-    )
+    due_rows([device], listings, rows, Channel.CONSOLE)
     return World(n, rows, listing_count, device.pk)
 
 
@@ -248,7 +208,7 @@ def floor(world: World) -> None:
             cursor.execute(
                 "UPDATE outbox_outbox SET previous_status = status, status = 'sending', "
                 "reason = 'claimed', claimed_by = %s, claimed_at = %s, attempts = attempts + 1, "
-                f"attempt_started_at = NULL, updated_at = %s WHERE id IN ({marks}) "  # noqa: S608
+                f"attempt_started_at = NULL, updated_at = %s WHERE id IN ({marks}) "
                 "AND status IN ('pending', 'retry')",
                 [holder, now, now, *ids],
             )
@@ -264,20 +224,20 @@ def floor(world: World) -> None:
                 cursor.execute(
                     "UPDATE watches_listing SET price = 900, shipping = 0, in_stock = %s, "
                     "last_polled_at = %s, last_error = '', typical_price = 990, low_90 = 900 "
-                    f"WHERE id IN ({lmarks})",  # noqa: S608
+                    f"WHERE id IN ({lmarks})",
                     [True, now, *listings],
                 )
                 cursor.execute(
                     "INSERT INTO watches_pricepoint (listing_id, observed_at, price, shipping, "
                     f"in_stock) SELECT id, %s, 900, 0, %s FROM watches_listing WHERE id IN "
-                    f"({lmarks})",  # noqa: S608
+                    f"({lmarks})",
                     [now, True, *listings],
                 )
         with transaction.atomic(), connection.cursor() as cursor:
             now = timezone.now()  # the intent, right before the deliveries
             cursor.execute(
                 f"UPDATE outbox_outbox SET claimed_at = %s, attempt_started_at = %s WHERE id IN "
-                f"({marks}) AND status = 'sending' AND claimed_by = %s AND attempts = 1",  # noqa: S608
+                f"({marks}) AND status = 'sending' AND claimed_by = %s AND attempts = 1",
                 [now, now, *ids, holder],
             )
         with transaction.atomic(), connection.cursor() as cursor:
@@ -291,7 +251,7 @@ def floor(world: World) -> None:
             cursor.execute(
                 "UPDATE outbox_outbox AS o SET previous_status = status, status = 'sent', "
                 "reason = 'delivered', detail = '', claimed_by = '', sent_at = %s, "
-                f"sent_message = {message}, updated_at = %s WHERE id IN ({marks}) AND "  # noqa: S608
+                f"sent_message = {message}, updated_at = %s WHERE id IN ({marks}) AND "
                 "status = 'sending' AND claimed_by = %s AND attempts = 1 RETURNING id",
                 [now, now, *ids, holder],
             )
@@ -304,7 +264,7 @@ def floor(world: World) -> None:
             _events(cursor, won, "sent", "delivered", data, "", now)
             cursor.execute(
                 "UPDATE watches_watch SET last_notified_price = 900, last_notified_at = %s "
-                f"WHERE id IN (SELECT watch_id FROM outbox_outbox WHERE id IN ({marks}))",  # noqa: S608
+                f"WHERE id IN (SELECT watch_id FROM outbox_outbox WHERE id IN ({marks}))",
                 [now, *won],
             )
             sent += len(won)
@@ -322,7 +282,7 @@ def _events(cursor, ids: list[int], to: str, reason: str, data: str, actor: str,
     marks = ", ".join(["%s"] * len(ids))
     cursor.execute(
         "INSERT INTO outbox_outboxevent (outbox_id, from_status, to_status, reason, detail, "
-        f"data, actor, at) SELECT o.id, o.previous_status, %s, %s, '', {data}, %s, %s "  # noqa: S608
+        f"data, actor, at) SELECT o.id, o.previous_status, %s, %s, '', {data}, %s, %s "
         f"FROM outbox_outbox AS o WHERE o.id IN ({marks})",
         [to, reason, actor, at, *ids],
     )

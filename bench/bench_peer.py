@@ -31,7 +31,6 @@ it cannot and skips.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import statistics
 import subprocess
@@ -160,61 +159,18 @@ def build(listing_count: int, rows: int) -> None:
     """`listing_count` demo listings at ¥900 with their history, DEVICES console devices,
     `rows` target-price watches (¥950) spread over the listings, one due row each; and `rows`
     queued post-office mails saying the same."""
+    from _world import due_rows, listings_with_history
     from django.db import connection
-    from django.utils import timezone
     from post_office import mail
 
-    from demo.models import DemoProduct
-    from outbox.enqueue import Detection, enqueue_many
-    from watches.models import Channel, Device, Listing, PricePoint, Trigger, Watch
+    from watches.models import Channel, Device
 
-    products = DemoProduct.objects.bulk_create(
-        (
-            DemoProduct(item_code=f"bench-{i}", name=f"bench item {i}", price=900)
-            for i in range(listing_count)
-        ),
-        batch_size=2000,
-    )
-    listings = Listing.objects.bulk_create(
-        (Listing(source="demo", item_code=p.item_code, name=p.name, price=900) for p in products),
-        batch_size=2000,
-    )
-    now = timezone.now()
-    step = dt.timedelta(days=1) / POINTS_PER_DAY
-    points = HISTORY_DAYS * POINTS_PER_DAY
-    PricePoint.objects.bulk_create(
-        (
-            PricePoint(
-                listing=listing,
-                observed_at=now - (points - n) * step,
-                price=900 + (n * 37 + i) % 200,
-                shipping=0,
-                in_stock=n % 50 != 0,
-            )
-            for i, listing in enumerate(listings)
-            for n in range(points)
-        ),
-        batch_size=5000,
-    )
+    codes = [f"bench-{i}" for i in range(listing_count)]
+    listings = listings_with_history(codes, HISTORY_DAYS, POINTS_PER_DAY)
     devices = Device.objects.bulk_create(
         Device(token_hash=f"bench-{i}", channel=Channel.CONSOLE) for i in range(DEVICES)
     )
-    watches = Watch.objects.bulk_create(
-        (
-            Watch(
-                device=devices[i % DEVICES],
-                listing=listings[i % listing_count],
-                trigger=Trigger.TARGET_PRICE,
-                target_price=950,
-            )
-            for i in range(rows)
-        ),
-        batch_size=2000,
-    )
-    enqueue_many(
-        Detection(w.pk, w.device_id, Channel.CONSOLE, Trigger.TARGET_PRICE, now, {"price": 900})
-        for w in watches
-    )
+    due_rows(devices, listings, rows, Channel.CONSOLE)
     mail.send_many(
         [
             {
@@ -235,10 +191,10 @@ def build(listing_count: int, rows: int) -> None:
 
 
 def ours(rows: int) -> tuple[float, float]:
+    from _reset import reset_due
     from django.db import connection
     from django.utils import timezone
 
-    from _reset import reset_due
     from outbox.dispatch import run_cycle
 
     started = timezone.now()
