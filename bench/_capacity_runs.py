@@ -1,4 +1,4 @@
-"""One scenario of bench_capacity.py: polling runs every POLL_MINUTES of simulated time, in
+"""One scenario of bench_capacity.py: polling runs every POLL_EVERY_MINUTES of simulated time, in
 the plan's order or oldest-first, through the real adapter, limiter and observation rule;
 what they detected, and how much of the watched world they kept fresh."""
 
@@ -85,7 +85,7 @@ def run_scenario(
     asked_before, too_many_before = len(fake.requests), fake.too_many
     fake.by_second.clear()
     judging = _Judging(fixed.targets) if judge == "sim" else None
-    interval = settings.POLL_MINUTES * 60
+    interval = settings.POLL_EVERY_MINUTES * 60
     samples: list[dict] = []
     for run in range(int(world.horizon // interval)):
         start = T0.timestamp() + run * interval

@@ -12,8 +12,8 @@ Every scenario starts from the same database state and sees the same prices.
 Real (the production code, on the bench's own SQLite database, or PostgreSQL with
 `--db postgresql`, created and dropped by the bench):
 - the poll plan: `watches.pollplan.plan` over `watches.polling.due_listings`, with the run's
-  budget from `pollplan.run_budget` (rate × POLL_MAX_SECONDS × (1 − POLL_REFETCH_SHARE)),
-  every POLL_MINUTES, with the default settings;
+  budget from `pollplan.run_budget` (rate × min(POLL_MAX_SECONDS, POLL_EVERY_MINUTES) ×
+  (1 − POLL_REFETCH_SHARE)), a run every POLL_EVERY_MINUTES, with the default settings;
 - the oldest-first baseline: the order polling used before the plan,
   `due_listings` (least recently checked first, no priority), given the same requests;
 - the Rakuten adapter (`watches.observations.fetch`): real HTTP to a fake Ichiba on
@@ -41,7 +41,7 @@ Simulated:
 
     .venv/bin/python bench/bench_capacity.py [--listings 100000] [--watches 1000000]
         [--hours 6] [--ids 1,4] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
-        [--poll-minutes POLL_MINUTES]
+        [--every-minutes POLL_EVERY_MINUTES]
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     from django.conf import settings
     from django.test import override_settings
 
-    with override_settings(POLL_MINUTES=args.poll_minutes or settings.POLL_MINUTES):
+    every = args.every_minutes or settings.POLL_EVERY_MINUTES
+    with override_settings(POLL_EVERY_MINUTES=every):
         return simulate(args.listings, args.watches, args.hours, args.ids, args.judge, args.seed)
 
 
@@ -146,7 +147,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--poll-minutes", type=int, default=None, help="default: POLL_MINUTES")
+    parser.add_argument(
+        "--every-minutes", type=int, default=None, help="default: POLL_EVERY_MINUTES"
+    )
     args = parser.parse_args(argv)
     args.watches = args.watches if args.watches is not None else 10 * args.listings
     args.ids = [int(n) for n in args.ids.split(",")]
@@ -240,8 +243,8 @@ def print_advice(rows: list[Row], watched: int) -> None:
     """What to buy. The plan spends OLDEST_SHARE of each run on the watched listings checked
     longest ago: that share alone keeps `share × requests/h ÷ goal` listings within the hour
     (the rest goes to the listings near a line, again and again). Given for the requests one
-    id gives polling as configured, and when runs come back to back (POLL_MINUTES = 2 with
-    POLL_MAX_SECONDS = 120): rate × 3,600 × (1 − POLL_REFETCH_SHARE) an hour."""
+    id gives polling as configured, and when runs come back to back (a run every
+    POLL_MAX_SECONDS, the default): rate × 3,600 × (1 − POLL_REFETCH_SHARE) an hour."""
     from django.conf import settings
 
     from watches.pollplan import OLDEST_SHARE
@@ -252,7 +255,7 @@ def print_advice(rows: list[Row], watched: int) -> None:
     keeps = OLDEST_SHARE * spent / GOAL, OLDEST_SHARE * full / GOAL
     print(f"\nwhat to buy, for {GOAL:.0%} of the watched listings checked within 1 h or 15 min:")
     print(f"one id gives polling {spent:,.0f} requests/h as configured ", end="")
-    print(f"(POLL_MINUTES={settings.POLL_MINUTES}), {full:,.0f}/h with runs back to back;")
+    print(f"(POLL_EVERY_MINUTES={settings.POLL_EVERY_MINUTES}), {full:,.0f}/h back to back;")
     print(f"the plan's oldest quarter keeps {keeps[0]:,.0f} / {keeps[1]:,.0f} listings within")
     print("the hour (oldest-first would need a quarter as many ids, and detect later)")
     print("| watched listings | ids as configured: 1 h | 15 min | back to back: 1 h | 15 min |")

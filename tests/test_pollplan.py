@@ -195,6 +195,17 @@ def test_a_share_of_the_budget_is_left_for_the_dispatcher(rakuten, settings):
     assert run_budget("demo") is None  # no budget: every due listing
 
 
+def test_a_run_plans_no_more_than_the_time_until_the_next_run_allows(rakuten, settings):
+    settings.POLL_MAX_SECONDS = 120
+    settings.POLL_REFETCH_SHARE = 0.2
+    settings.POLL_EVERY_MINUTES = 1
+    # Runs start every 60 s: a run planning 120 s of requests would still be asking when the
+    # next one starts and plans the same listings.
+    assert run_budget("rakuten") == 48
+    settings.POLL_EVERY_MINUTES = 15
+    assert run_budget("rakuten") == 96  # the run's own time is the bound
+
+
 def test_several_application_ids_give_a_run_more(rakuten, settings):
     settings.POLL_MAX_SECONDS = 100
     settings.POLL_REFETCH_SHARE = 0.2

@@ -8,7 +8,7 @@ def _ensure_schedules(sender, **kwargs) -> None:
 
     from yasugoro.schedules import ensure_schedule
 
-    ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_MINUTES)
+    ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_EVERY_MINUTES)
 
 
 def _ensure_search_index(sender, using="default", **kwargs) -> None:

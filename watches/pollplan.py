@@ -2,9 +2,10 @@
 requests the marketplace's budget allows.
 
 A rate-limited marketplace (its adapter has a `budget`, `watches.marketplaces.ratelimit`)
-gives a run `rate × POLL_MAX_SECONDS × (1 − POLL_REFETCH_SHARE)` requests: what the fleet's
-rate allows in the time a run may take, minus the share kept for the dispatcher's re-fetches
-of the same ids. A marketplace without a budget (the demo) gives every due listing.
+gives a run `rate × min(POLL_MAX_SECONDS, POLL_EVERY_MINUTES) × (1 − POLL_REFETCH_SHARE)`
+requests: what the fleet's rate allows in the time a run may take before the next one
+starts, minus the share kept for the dispatcher's re-fetches of the same ids. With the
+defaults (a run every 2 minutes of at most 120 s) polling spends 80 % of each id's allowance. A marketplace without a budget (the demo) gives every due listing.
 
 The requests go by priority:
 0. a quarter of the run's requests (OLDEST_SHARE, rounded down) to the watched listings
@@ -89,7 +90,10 @@ def run_budget(source: str) -> int | None:
     except LimiterUnavailable:
         return 0
     share = 1 - settings.POLL_REFETCH_SHARE
-    return max(0, math.floor(rate * settings.POLL_MAX_SECONDS * share))
+    # A run may take POLL_MAX_SECONDS, but the next one starts after POLL_EVERY_MINUTES:
+    # planning more than that interval's requests would only make runs overlap.
+    seconds = min(settings.POLL_MAX_SECONDS, settings.POLL_EVERY_MINUTES * 60)
+    return max(0, math.floor(rate * seconds * share))
 
 
 def plan(

@@ -9,7 +9,7 @@ from watches.product_polling import poll_products
 
 
 def poll() -> dict[str, int]:
-    """Schedule `watches-poll`, every POLL_MINUTES: the products due (every shop's offer in
+    """Schedule `watches-poll`, every POLL_EVERY_MINUTES: the products due (every shop's offer in
     one request each), then the listings due — offers just observed are not due again."""
     result = poll_products()
     result.add(poll_listings(max_seconds=settings.POLL_MAX_SECONDS))

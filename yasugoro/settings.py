@@ -287,7 +287,15 @@ if YAHOO_APP_ID:
     MARKETPLACE_ADAPTERS["yahoo"] = "watches.marketplaces.yahoo.YahooMarketplace"
 
 # --- Price polling ------------------------------------------------------------------------
+# How often a watched listing is checked (it is due again after half of this; the poll plan's
+# staleness and the coverage figures count in it).
 POLL_MINUTES = env_int("POLL_MINUTES", 15, minimum=1)
+# How often a polling run starts (`watches-poll`). Apart from POLL_MINUTES because a run on a
+# rate-limited marketplace spends what the budget gives in the time it may take
+# (POLL_MAX_SECONDS): runs every 15 minutes of at most 2 minutes spent an eighth of an
+# application id's allowance (bench/bench_capacity.py); runs back to back spend all of it
+# but the dispatcher's share.
+POLL_EVERY_MINUTES = env_int("POLL_EVERY_MINUTES", 2, minimum=1)
 # An unchanged observation is written to history only when the last point is at least this
 # old: history stays compact, yet never goes silent for long.
 POLL_HISTORY_MIN_MINUTES = env_int("POLL_HISTORY_MIN_MINUTES", 180, minimum=1)
