@@ -194,6 +194,17 @@ def measure(rounds: int) -> None:
             f"next_attempt_at <= '{due_now}' ORDER BY id DESC LIMIT 100",
         ),
         (
+            "changelist ?channel=email",
+            "/admin/outbox/outbox/?channel__exact=email",
+            "SELECT id FROM outbox_outbox WHERE channel = 'email' ORDER BY id DESC LIMIT 100",
+        ),
+        (
+            "changelist ?quiet_hours=held",
+            "/admin/outbox/outbox/?quiet_hours=held",
+            "SELECT id FROM outbox_outbox WHERE reason = 'quiet_hours' AND status = 'retry' "
+            "ORDER BY id DESC LIMIT 100",
+        ),
+        (
             "changelist ?listing=<id>",
             f"/admin/outbox/outbox/?listing={listing_id}",
             "SELECT o.id FROM outbox_outbox o JOIN watches_watch w ON w.id = o.watch_id "

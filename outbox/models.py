@@ -150,6 +150,9 @@ class Outbox(models.Model):
             # Admin changelist `?reason__exact=…` (newest first) and its capped count: a
             # rare reason among a million rows is found without reading the table.
             models.Index(fields=["reason", "id"], name="outbox_reason"),
+            # Admin changelist `?channel__exact=email` (newest first): the few rows of a
+            # little-used channel among a million, without reading the table.
+            models.Index(fields=["channel", "id"], name="outbox_channel"),
             # Admin filter "may have been delivered": a handful among a million rows.
             models.Index(
                 fields=["id"], name="outbox_maybe_delivered", condition=Q(maybe_delivered=True)
