@@ -12,6 +12,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+import outbox.dispatch
 from demo.market import set_product
 from outbox.channels.base import Message
 from outbox.channels.webpush import _PAYLOAD_LIMIT, _size, payload
@@ -305,3 +306,42 @@ def test_the_row_detail_shows_the_digest_and_links_every_row_in_it(push_service,
         assert digest in html
         for other in rows:
             assert f'href="{reverse("admin:outbox_outbox_change", args=[other.pk])}"' in html
+
+
+def test_a_digest_mailed_but_not_recorded_is_mailed_again_as_the_same_message(
+    smtp_server, monkeypatch, settings
+):
+    """The crash between a digest's send and the recording of its rows: the rows' intent was
+    written before the send, so the takeover marks each "may have been delivered"; due again
+    together, they form the same digest, and the second mail carries the first's Message-ID
+    (a mail client folds the two)."""
+    device = EmailDeviceFactory()
+    rows = _rows(device, Channel.EMAIL, n=3)
+    real_record = outbox.dispatch.record
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the dispatcher died here")
+
+    monkeypatch.setattr(outbox.dispatch, "record", crash)
+    start = timezone.now()
+    run_cycle(now=start)
+    monkeypatch.setattr(outbox.dispatch, "record", real_record)
+    assert set(Outbox.objects.filter(device=device).values_list("status", flat=True)) == {
+        Status.SENDING
+    }
+
+    later = start + dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS + 1)
+    assert run_cycle(now=later).recovered == 3
+    due = max(Outbox.objects.filter(device=device).values_list("next_attempt_at", flat=True))
+    run_cycle(now=due + dt.timedelta(seconds=1))
+
+    first, second = smtp_server.messages()
+    assert first["Message-ID"] == second["Message-ID"]
+    digest = digest_id([r.pk for r in rows])
+    assert re.fullmatch(rf"<outbox-digest-{digest}@[^>]+>", second["Message-ID"].strip())
+    for row in rows:
+        row.refresh_from_db()
+        assert row.status == Status.SENT and row.maybe_delivered
+        expired = OutboxEvent.objects.get(outbox=row, reason=Reason.LEASE_EXPIRED)
+        assert expired.data["may_have_been_delivered"] is True
+        assert OutboxEvent.objects.filter(outbox=row, to_status=Status.SENT).count() == 1
