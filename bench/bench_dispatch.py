@@ -8,7 +8,10 @@ are medians. Besides wall time, each side's CPU time (`time.process_time`, all t
 this process: Django, SQLite and the delivery threads alike) is compared: on a machine shared
 with other work, the CPU ratio moves far less from run to run than the wall-clock one.
 
-    .venv/bin/python bench/bench_dispatch.py [ROWS] [ROUNDS]
+    .venv/bin/python bench/bench_dispatch.py [ROWS] [ROUNDS] [DEVICES]
+
+DEVICES (default 1) spreads the rows over that many devices: with one, each batch is one
+digest of OUTBOX_BATCH_SIZE items; with as many as rows, every row is sent alone.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from _setup import django_on_temp_sqlite
 
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+DEVICES = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 LISTINGS = 100
 # 90 days of history, a point every 3 hours (what POLL_HISTORY_MIN_MINUTES keeps of a quiet
 # listing): 720 points a listing, 72,000 in all.
@@ -69,10 +73,15 @@ def build_rows() -> None:
         ),
         batch_size=5000,
     )
-    device = Device.objects.create(token_hash="bench", channel=Channel.CONSOLE)
+    devices = Device.objects.bulk_create(
+        Device(token_hash=f"bench-{d}", channel=Channel.CONSOLE) for d in range(DEVICES)
+    )
     watches = Watch.objects.bulk_create(
         Watch(
-            device=device, listing=listings[i % LISTINGS], trigger="target_price", target_price=950
+            device=devices[i % DEVICES],
+            listing=listings[i % LISTINGS],
+            trigger="target_price",
+            target_price=950,
         )
         for i in range(ROWS)
     )
@@ -149,7 +158,10 @@ def ratio(times: dict[str, list[float]]) -> str:
 
 
 our_seconds, floor_seconds = statistics.median(wall["ours"]), statistics.median(wall["floor"])
-print(f"rows: {ROWS}, listings: {LISTINGS} × {HISTORY_DAYS * POINTS_PER_DAY} points of history,")
+print(
+    f"rows: {ROWS} over {DEVICES} device(s), listings: {LISTINGS} × "
+    f"{HISTORY_DAYS * POINTS_PER_DAY} points of history,"
+)
 print(f"batch: {settings.OUTBOX_BATCH_SIZE}, rounds: {ROUNDS} (ours / floor alternating, medians)")
 print(f"dispatch cycle (ours):      {ROWS / our_seconds:>10,.0f} rows/s")
 print(f"raw conditional UPDATEs:    {ROWS / floor_seconds:>10,.0f} rows/s   (claim + outcome only)")

@@ -239,7 +239,7 @@ def test_a_refused_digest_mail_counts_one_bounce(smtp_server):
     assert device.email_bounces == 1  # one mail refused, whatever the number of rows in it
 
 
-def test_a_push_digest_too_big_for_one_message_keeps_every_item_it_can_and_counts_the_rest():
+def _digest_of(n: int) -> Message:
     items = tuple(
         Message(
             title="トイレットペーパー ダブル 長持ち 12ロール まとめ買い 業務用 " * 2,
@@ -250,10 +250,10 @@ def test_a_push_digest_too_big_for_one_message_keeps_every_item_it_can_and_count
             listing_id=n,
             price=500 + n,
         )
-        for n in range(60)
+        for n in range(n)
     )
-    digest = Message(
-        title="60 things you watch are cheap now",
+    return Message(
+        title=f"{n} things you watch are cheap now",
         body="\n".join(item.title for item in items),
         url="/notifications/",
         tag=DIGEST_TAG,
@@ -261,11 +261,20 @@ def test_a_push_digest_too_big_for_one_message_keeps_every_item_it_can_and_count
         listing_id=None,
         price=None,
         items=items,
-        rows=tuple(range(1, 61)),
+        rows=tuple(range(1, n + 1)),
         digest_id="d1-00000000",
     )
 
-    data = payload(digest)
+
+def test_a_push_digest_of_five_long_japanese_names_carries_all_five_items():
+    data = payload(_digest_of(5))
+
+    assert _size(data) <= _PAYLOAD_LIMIT
+    assert len(data["items"]) == 5 and data["more"] == 0
+
+
+def test_a_push_digest_too_big_for_one_message_keeps_every_item_it_can_and_counts_the_rest():
+    data = payload(_digest_of(60))
 
     assert _size(data) <= _PAYLOAD_LIMIT
     assert data["more"] > 0 and len(data["items"]) + data["more"] == 60
