@@ -26,9 +26,15 @@ from outbox.messages import yen
 from outbox.models import Outbox
 
 # The Topic and tag of every digest (a subscription is one device's): a newer digest
-# replaces one not yet seen rather than queueing beside it.
+# replaces one not yet seen rather than queueing beside it. A group too big for one push
+# message is split; its later parts are "digest-2", "digest-3"…, so they never replace
+# each other.
 DIGEST_TAG = "digest"
 DIGEST_URL = "/notifications/"
+# The most items one digest carries, per channel (none: all of them). A push message holds
+# about 3 KB of JSON: 8 items fit whole whatever their names (`outbox.channels.webpush`),
+# so no row is ever recorded `sent` without its item in the message.
+MAX_ITEMS: dict[str, int] = {"webpush": 8}
 # Characters of an item's name on a digest's line: the body lists them all.
 _LINE_TITLE = 40
 
@@ -41,12 +47,15 @@ def plan(to_send: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Message]]:
     for row, message in to_send:
         groups[(row.device_id, row.channel)].append((row, message))
     sends = []
-    for group in groups.values():
-        if len(group) == 1:
-            sends.append(group[0])
-        else:
-            lead = group[0][0]
-            sends.append((lead, build_digest(group, lead.device.language)))
+    for (_, channel), group in groups.items():
+        size = MAX_ITEMS.get(channel) or len(group)
+        for part, start in enumerate(range(0, len(group), size)):
+            chunk = group[start : start + size]
+            if len(chunk) == 1:
+                sends.append(chunk[0])
+            else:
+                lead = chunk[0][0]
+                sends.append((lead, build_digest(chunk, lead.device.language, part)))
     return sends
 
 
@@ -57,9 +66,12 @@ def digest_id(row_ids: list[int] | tuple[int, ...]) -> str:
     return f"d{ids[0]}-{digest}"
 
 
-def build_digest(group: list[tuple[Outbox, Message]], language: str = "ja") -> Message:
+def build_digest(
+    group: list[tuple[Outbox, Message]], language: str = "ja", part: int = 0
+) -> Message:
     """One message telling every item of `group` (each its row's own message, built from
-    its fresh value), in the device's language."""
+    its fresh value), in the device's language; `part` numbers the pieces of a group split
+    by MAX_ITEMS (its Topic and tag)."""
     items = tuple(message for _, message in group)
     rows = tuple(row.pk for row, _ in group)
     with translation.override(language):
@@ -73,8 +85,8 @@ def build_digest(group: list[tuple[Outbox, Message]], language: str = "ja") -> M
         title=title,
         body=body,
         url=DIGEST_URL,
-        tag=DIGEST_TAG,
-        topic=DIGEST_TAG,
+        tag=digest_tag(part),
+        topic=digest_tag(part),
         listing_id=None,
         price=None,
         urgency="high" if any(item.urgency == "high" for item in items) else "normal",
@@ -82,6 +94,11 @@ def build_digest(group: list[tuple[Outbox, Message]], language: str = "ja") -> M
         rows=rows,
         digest_id=digest_id(rows),
     )
+
+
+def digest_tag(part: int = 0) -> str:
+    """`digest`, then `digest-2`, `digest-3`… for the later parts of a split group."""
+    return DIGEST_TAG if part == 0 else f"{DIGEST_TAG}-{part + 1}"
 
 
 def line(item: Message) -> str:

@@ -16,7 +16,7 @@ import outbox.dispatch
 from demo.market import set_product
 from outbox.channels.base import Message
 from outbox.channels.webpush import _PAYLOAD_LIMIT, _size, payload
-from outbox.digests import DIGEST_TAG, digest_id, first_row
+from outbox.digests import DIGEST_TAG, MAX_ITEMS, digest_id, first_row
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
 from outbox.models import Outbox, OutboxEvent, Reason, Status
@@ -244,10 +244,11 @@ def _digest_of(n: int) -> Message:
         Message(
             title="トイレットペーパー ダブル 長持ち 12ロール まとめ買い 業務用 " * 2,
             body="",
-            url=f"/listings/{n}/",
-            tag=f"w{n}-target_price-20261201",
-            topic=f"w{n}-target_price",
-            listing_id=n,
+            # Seven-digit ids: the longest links and tags a digest is likely to carry.
+            url=f"/listings/{1_000_000 + n}/",
+            tag=f"w{1_000_000 + n}-back_in_stock-20261201",
+            topic=f"w{1_000_000 + n}-back_in_stock",
+            listing_id=1_000_000 + n,
             price=500 + n,
         )
         for n in range(n)
@@ -266,11 +267,31 @@ def _digest_of(n: int) -> Message:
     )
 
 
-def test_a_push_digest_of_five_long_japanese_names_carries_all_five_items():
-    data = payload(_digest_of(5))
+def test_the_biggest_push_digest_carries_every_item_whatever_their_names():
+    data = payload(_digest_of(MAX_ITEMS["webpush"]))
 
     assert _size(data) <= _PAYLOAD_LIMIT
-    assert len(data["items"]) == 5 and data["more"] == 0
+    assert len(data["items"]) == MAX_ITEMS["webpush"] and data["more"] == 0
+
+
+def test_more_rows_than_one_push_holds_go_out_as_several_digests_that_never_replace_each_other(
+    push_service,
+):
+    device = _push_device(push_service)
+    rows = _rows(device, Channel.WEBPUSH, n=MAX_ITEMS["webpush"] + 3)
+
+    run_cycle()
+
+    first, second = push_service.accepted()
+    assert (first.topic, first.tag) == ("digest", "digest")
+    assert (second.topic, second.tag) == ("digest-2", "digest-2")
+    assert [len(first.payload["items"]), len(second.payload["items"])] == [8, 3]
+    assert first.payload["more"] == second.payload["more"] == 0
+    # Every row sent is told in a push, by its own dedup key.
+    told = push_service.deliveries_by_tag()
+    for row in rows:
+        row.refresh_from_db()
+        assert row.status == Status.SENT and told[row.sent_message["tag"]] == 1
 
 
 def test_a_push_digest_too_big_for_one_message_keeps_every_item_it_can_and_counts_the_rest():

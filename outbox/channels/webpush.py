@@ -143,8 +143,9 @@ def payload(message: Message) -> dict[str, Any]:
 
 def _digest_payload(message: Message, data: dict[str, Any]) -> dict[str, Any]:
     """A digest: its title and body, and every item (name, fresh price, link) for the
-    worker. To fit a push message, names are shortened first, then the body, then the
-    last items left out — `more` says how many (the history page lists them all)."""
+    worker. To fit a push message, names are shortened first, then the body; a digest is
+    never longer than `outbox.digests.MAX_ITEMS` items, which then always fit. Leaving the
+    last items out (`more` says how many) is only the last resort of a bigger one."""
     data["digest"] = message.digest_id
     data["items"] = [
         {
