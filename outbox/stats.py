@@ -5,10 +5,10 @@ A handful of queries, each answered from an index or a small table:
 1. the settled rows (sent, dropped) that last moved before the daily snapshot's boundary —
    from the snapshot (`outbox.summary`), per service day, status, reason and channel;
 2. the settled rows that moved since — one GROUP BY (status, reason, channel) over the
-   covering index `outbox_status_reason_channel` (status, reason, updated_at, channel),
-   seeking each (status, reason) run to the boundary, with `COUNT(…) FILTER (WHERE
-   updated_at >= …)` per window (last hour, 24 h, 7 days) and, for the chart, per service
-   day;
+   covering index `outbox_status_reason_channel` (status, reason, channel, updated_at),
+   seeking each (status, reason, channel) run to the boundary, in index order, with
+   `COUNT(…) FILTER (WHERE updated_at >= …)` per window (last hour, 24 h, 7 days) and, for
+   the chart, per service day;
 3. every row in another status (the queue and the failed rows: few) — the same, whole;
 4. the oldest due row (queue lag) — the queue rows only (`outbox_due`);
 5. rows stuck in `sending` past the lease — the `sending` rows only;
@@ -42,6 +42,7 @@ from outbox.models import (
     Status,
 )
 from outbox.summary import snapshot_days, snapshot_totals, usable_snapshot
+from watches.models import Channel
 
 ALL_TIME = "all"
 # The overview's windows, shortest first; None is all time.
@@ -212,9 +213,10 @@ def _counts(
     if snapshot is None:
         _add_live(pairs, per_day, settled, now, windows, days)
         return pairs, per_day
-    # Naming every (status, reason) pair lets the database seek, in each run of the index,
-    # straight to a range of times. Reasons only ever come from the closed vocabulary.
-    settled = settled.filter(reason__in=["", *Reason.values])
+    # Naming every (status, reason, channel) lets the database seek, in each run of the
+    # index, straight to a range of times, and group in the index's order. Reasons and
+    # channels only ever come from their closed vocabularies.
+    settled = settled.filter(reason__in=["", *Reason.values], channel__in=Channel.values)
     boundary = snapshot.boundary
     recent_windows = {
         name: (length if length is not None and now - length >= boundary else None)

@@ -17,7 +17,8 @@ def retake_snapshot(apps, schema_editor):
 
 class Migration(migrations.Migration):
     """Counts per channel in the overview: the covering index of the counts gains `channel`
-    (last, so every query that seeks on status, reason and time keeps its order), and the
+    before `updated_at` (the overview names every status, reason and channel, seeks each run
+    to its time range and groups in index order), and the
     daily count snapshot a channel column; the changelist's channel filter gets an index of
     its own (channel, id). The new count index is built before the old one goes,
     so the overview never runs without one."""
@@ -29,7 +30,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='outbox',
-            index=models.Index(fields=['status', 'reason', 'updated_at', 'channel'], name='outbox_status_reason_channel'),
+            index=models.Index(fields=['status', 'reason', 'channel', 'updated_at'], name='outbox_status_reason_channel'),
         ),
         migrations.RemoveIndex(
             model_name='outbox',
