@@ -69,22 +69,8 @@ def webpush_devices(origin: str, tag: str, count: int) -> list:
 def due_webpush_rows(devices: list, listings: list, count: int) -> None:
     """`count` target-price watches spread over `devices` and `listings` (target ¥950, the
     listings at ¥900), each with one due Web Push row."""
-    from django.utils import timezone
+    from _world import due_rows
 
-    from outbox.enqueue import Detection, enqueue_many
-    from watches.models import Channel, Trigger, Watch
+    from watches.models import Channel
 
-    watches = Watch.objects.bulk_create(
-        Watch(
-            device=devices[i % len(devices)],
-            listing=listings[i % len(listings)],
-            trigger=Trigger.TARGET_PRICE,
-            target_price=950,
-        )
-        for i in range(count)
-    )
-    now = timezone.now()
-    enqueue_many(
-        Detection(w.pk, w.device_id, Channel.WEBPUSH, Trigger.TARGET_PRICE, now, {"price": 900})
-        for w in watches
-    )
+    due_rows(devices, listings, count, Channel.WEBPUSH)

@@ -16,10 +16,10 @@ from pathlib import Path
 PG_SERVER = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 
 
-def django_on_temp_sqlite(name: str) -> Path:
-    """Point Django at a fresh SQLite file in a temp folder (removed at exit), set it up and
-    migrate."""
-    folder = _temp_folder(name)
+def django_on_temp_sqlite(name: str, under: Path | None = None) -> Path:
+    """Point Django at a fresh SQLite file in a temp folder (removed at exit; inside `under`
+    when given, else the system's), set it up and migrate."""
+    folder = _temp_folder(name, under)
     path = folder / "bench.sqlite3"
     _start_django(f"sqlite:///{path}", folder)
     return path
@@ -65,8 +65,10 @@ def each_database(script: str, args: list[str]) -> None:
         subprocess.run([sys.executable, script, *args, vendor], check=False)
 
 
-def _temp_folder(name: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix=f"yasugoro-{name}-"))
+def _temp_folder(name: str, under: Path | None = None) -> Path:
+    if under is not None:
+        under.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"yasugoro-{name}-", dir=under))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)  # a million rows weigh
     return folder
 

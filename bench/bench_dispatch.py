@@ -1,170 +1,292 @@
-"""Dispatch throughput: one cycle over 10,000 due rows (console channel, in-process demo
-marketplace, 100 listings with 90 days of price history each, as a real re-fetch meets them),
-beside the floor — the same number of raw conditional UPDATEs (claim, then outcome) in plain
-sqlite3, committed per batch as the dispatcher commits — and queries per row.
+"""Dispatch throughput: one dispatcher cycle (console channel, the in-process demo marketplace,
+listings with 90 days of price history each, as a real re-fetch meets them) beside its floor,
+on SQLite and on PostgreSQL (a database the bench creates and drops), in three worlds:
 
-Rounds alternate ours / floor (A/B/A/B…) on the same rows, reset between rounds; the figures
-are medians. Besides wall time, each side's CPU time (`time.process_time`, all threads of
-this process: Django, SQLite and the delivery threads alike) is compared: on a machine shared
-with other work, the CPU ratio moves far less from run to run than the wall-clock one.
+- 10,000 due rows over 100 listings;
+- 2,000 rows over 10 listings, and 2,000 rows over 2,000 listings: dispatch must not slow
+  down with the number of listings (the second ≥ 0.8× the first).
 
-    .venv/bin/python bench/bench_dispatch.py [ROWS] [ROUNDS] [DEVICES]
+The floor does the writes the dispatcher does, as raw set-based SQL on the same connection,
+one statement per batch each, committed per batch as the dispatcher commits: select the due
+rows and claim them (status, holder, `claimed_at`, `attempts + 1`) with their `claimed` events;
+keep the re-fetched listings (price, stock, `last_polled_at`, typical price, 90-day low) and a
+price point each, once per listing per cycle; write the intent (`attempt_started_at`);
+record the outcomes (`sent`, `sent_at`, `sent_message` as JSON, fenced by holder and attempt)
+with their `delivered` events (the fresh value and the message as JSON); move the watches'
+baselines; and a DispatchRun. What it leaves out is what only the dispatcher needs: reading
+the rows, history and watches, asking the marketplace, judging, building messages, threads —
+so the ratio says what that costs beside the writes.
 
-DEVICES (default 1) spreads the rows over that many devices: with one, each batch is one
-digest of OUTBOX_BATCH_SIZE items; with as many as rows, every row is sent alone.
+Rounds alternate ours / floor world by world (A/B/A/B…) over the same rows, reset between
+runs (every world's listings asked again: no observation is fresh enough to reuse); the
+figures are medians, a ratio the median of the per-round ratios. Besides wall time, each
+side's CPU time (`time.process_time`: all threads of this process) is compared.
+
+    .venv/bin/python bench/bench_dispatch.py [ROUNDS] [sqlite|postgresql]
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
+import os
 import statistics
 import sys
 import time
 
-from _reset import reset_due
-from _setup import django_on_temp_sqlite
-
-ROWS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-DEVICES = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-LISTINGS = 100
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 3
+# (rows, listings): the classic world, then the two the listings target compares.
+WORLDS = ((10_000, 100), (2_000, 10), (2_000, 2_000))
 # 90 days of history, a point every 3 hours (what POLL_HISTORY_MIN_MINUTES keeps of a quiet
-# listing): 720 points a listing, 72,000 in all.
+# listing): 720 points a listing.
 HISTORY_DAYS, POINTS_PER_DAY = 90, 8
-
-path = django_on_temp_sqlite("dispatch")
-
-from django.conf import settings
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
-
-from demo.models import DemoProduct
-from outbox.dispatch import run_cycle
-from outbox.enqueue import Detection, enqueue_many
-from outbox.models import Outbox
-from watches.models import Channel, Device, Listing, PricePoint, Watch
+FAR = dt.datetime(2999, 1, 1, tzinfo=dt.UTC)
 
 
-def build_rows() -> None:
-    products = [
-        DemoProduct(item_code=f"bench-{i}", name=f"bench item {i}", price=900)
-        for i in range(LISTINGS)
-    ]
-    DemoProduct.objects.bulk_create(products)
-    listings = Listing.objects.bulk_create(
-        Listing(source="demo", item_code=p.item_code, name=p.name, price=900) for p in products
+def main() -> None:
+    # Production settings (DEBUG keeps a log of every query), the demo marketplace in-process.
+    os.environ.update(DEBUG="0", DEMO_MARKET="1", DEMO_TICK="0", OUTBOX_CYCLE_SECONDS="3600")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    from _setup import django_on_temp_postgres, django_on_temp_sqlite, each_database
+
+    vendor = sys.argv[-1] if sys.argv[-1] in ("sqlite", "postgresql") else None
+    if vendor is None:
+        each_database(__file__, [str(ROUNDS)])
+        return
+    if vendor == "sqlite":
+        django_on_temp_sqlite("dispatch")
+    else:
+        django_on_temp_postgres("dispatch")
+    run(vendor)
+
+
+def run(vendor: str) -> None:
+    from django.conf import settings
+    from django.db import connection
+
+    worlds = [build(n, rows, listings) for n, (rows, listings) in enumerate(WORLDS)]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # what autovacuum (PostgreSQL) keeps in production
+        cursor.execute("SELECT MAX(id) FROM watches_pricepoint")
+        built = cursor.fetchone()[0]
+    wall: dict[tuple[int, str], list[float]] = {}
+    cpu: dict[tuple[int, str], list[float]] = {}
+    queries: dict[tuple[int, str], int] = {}
+    for _ in range(ROUNDS):
+        for world in worlds:
+            for side, measure in (("ours", ours), ("floor", floor)):
+                reset(world, built)
+                seconds, cpu_seconds, count = counted(lambda: measure(world))  # noqa: B023
+                wall.setdefault((world.n, side), []).append(seconds)
+                cpu.setdefault((world.n, side), []).append(cpu_seconds)
+                queries[(world.n, side)] = count
+    print(
+        f"\n{vendor}: batch {settings.OUTBOX_BATCH_SIZE}, {ROUNDS} rounds (ours / floor "
+        f"alternating), medians; {HISTORY_DAYS * POINTS_PER_DAY} price points a listing; load "
+        f"{os.getloadavg()[0]:.1f}"
     )
-    now = timezone.now()
-    step = dt.timedelta(days=1) / POINTS_PER_DAY
-    points = HISTORY_DAYS * POINTS_PER_DAY
-    PricePoint.objects.bulk_create(
-        (
-            PricePoint(
-                listing=listing,
-                observed_at=now - (points - n) * step,
-                price=900 + (n * 37 + i) % 200,
-                shipping=0,
-                in_stock=n % 50 != 0,
-            )
-            for i, listing in enumerate(listings)
-            for n in range(points)
-        ),
-        batch_size=5000,
-    )
-    devices = Device.objects.bulk_create(
-        Device(token_hash=f"bench-{d}", channel=Channel.CONSOLE) for d in range(DEVICES)
-    )
-    watches = Watch.objects.bulk_create(
-        Watch(
-            device=devices[i % DEVICES],
-            listing=listings[i % LISTINGS],
-            trigger="target_price",
-            target_price=950,
+    rates = {}
+    for world in worlds:
+        ours_s = statistics.median(wall[(world.n, "ours")])
+        floor_s = statistics.median(wall[(world.n, "floor")])
+        rates[world.n] = wall[(world.n, "ours")]
+        print(
+            f"  {world.rows:,} rows over {world.listings:,} listings: "
+            f"ours {world.rows / ours_s:>7,.0f} rows/s, "
+            f"floor {world.rows / floor_s:>7,.0f} rows/s; queries a row "
+            f"{queries[(world.n, 'ours')] / world.rows:.3f} / "
+            f"{queries[(world.n, 'floor')] / world.rows:.3f}\n"
+            f"    ratio ours / floor, wall: {ratio(wall, world.n)}\n"
+            f"    ratio ours / floor, CPU:  {ratio(cpu, world.n)}"
         )
-        for i in range(ROWS)
+    # Same rows, 2,000 listings against 10: each round's ratio of rates (time over time).
+    few, many = rates[1], rates[2]
+    per_round = [f / m for f, m in zip(few, many, strict=True)]
+    rounds = ", ".join(f"{r:.2f}" for r in per_round)
+    print(
+        f"  2,000 listings / 10 listings (ours, same 2,000 rows): "
+        f"{statistics.median(per_round):.2f}×  (per round: {rounds})",
+        flush=True,
     )
-    enqueue_many(Detection.for_watch(w, now, {"price": 900}) for w in watches)
 
 
-def reset() -> None:
-    """Every row due again, every watch without a baseline, the cycles' own points gone."""
-    started = timezone.now()
-    reset_due(started - dt.timedelta(seconds=1))
-    PricePoint.objects.filter(observed_at__gt=started).delete()
-
-
-def ours() -> tuple[float, float, int]:
-    reset()
-    settings.OUTBOX_CYCLE_SECONDS = 3600
-    with CaptureQueriesContext(connection) as queries:
-        started, cpu = time.perf_counter(), time.process_time()
-        run_cycle(limit=ROWS)
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    sent = Outbox.objects.filter(status="sent").count()
-    assert sent == ROWS, f"{sent} of {ROWS} sent"
-    return elapsed, cpu, len(queries)
-
-
-def floor() -> tuple[float, float]:
-    """Raw sqlite3: per row one conditional claim UPDATE and one conditional outcome UPDATE,
-    committed per batch of OUTBOX_BATCH_SIZE (WAL, synchronous=NORMAL, like ours)."""
-    raw = sqlite3.connect(path, isolation_level=None)
-    raw.execute("PRAGMA journal_mode=WAL")
-    raw.execute("PRAGMA synchronous=NORMAL")
-    raw.execute("UPDATE outbox_outbox SET status='pending', claimed_by=''")
-    ids = [row[0] for row in raw.execute("SELECT id FROM outbox_outbox ORDER BY id")]
-    batch = settings.OUTBOX_BATCH_SIZE
-    started, cpu = time.perf_counter(), time.process_time()
-    for start in range(0, len(ids), batch):
-        chunk = ids[start : start + batch]
-        raw.execute("BEGIN IMMEDIATE")
-        for row_id in chunk:
-            raw.execute(
-                "UPDATE outbox_outbox SET status='sending', claimed_by='h' "
-                "WHERE id=? AND status IN ('pending','retry')",
-                (row_id,),
-            )
-        raw.execute("COMMIT")
-        raw.execute("BEGIN IMMEDIATE")
-        for row_id in chunk:
-            raw.execute(
-                "UPDATE outbox_outbox SET status='sent', claimed_by='' "
-                "WHERE id=? AND status='sending' AND claimed_by='h'",
-                (row_id,),
-            )
-        raw.execute("COMMIT")
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    raw.close()
-    return elapsed, cpu
-
-
-build_rows()
-wall, cpu = {"ours": [], "floor": []}, {"ours": [], "floor": []}
-for _ in range(ROUNDS):
-    seconds, cpu_seconds, queries = ours()
-    wall["ours"].append(seconds)
-    cpu["ours"].append(cpu_seconds)
-    seconds, cpu_seconds = floor()
-    wall["floor"].append(seconds)
-    cpu["floor"].append(cpu_seconds)
-
-
-def ratio(times: dict[str, list[float]]) -> str:
-    per_round = [f / o for o, f in zip(times["ours"], times["floor"], strict=True)]
+def ratio(times: dict[tuple[int, str], list[float]], n: int) -> str:
+    per_round = [f / o for o, f in zip(times[(n, "ours")], times[(n, "floor")], strict=True)]
     rounds = ", ".join(f"{r:.3f}" for r in per_round)
     return f"{statistics.median(per_round):.3f}   (per round: {rounds})"
 
 
-our_seconds, floor_seconds = statistics.median(wall["ours"]), statistics.median(wall["floor"])
-print(
-    f"rows: {ROWS} over {DEVICES} device(s), listings: {LISTINGS} × "
-    f"{HISTORY_DAYS * POINTS_PER_DAY} points of history,"
-)
-print(f"batch: {settings.OUTBOX_BATCH_SIZE}, rounds: {ROUNDS} (ours / floor alternating, medians)")
-print(f"dispatch cycle (ours):      {ROWS / our_seconds:>10,.0f} rows/s")
-print(f"raw conditional UPDATEs:    {ROWS / floor_seconds:>10,.0f} rows/s   (claim + outcome only)")
-print(f"queries per row (ours):     {queries / ROWS:.3f}")
-print(f"ratio ours / floor, wall:   {ratio(wall)}")
-print(f"ratio ours / floor, CPU:    {ratio(cpu)}")
+def counted(measure) -> tuple[float, float, int]:
+    """Wall and CPU seconds of `measure()`, and the statements it sent."""
+    from django.db import connection
+
+    count = 0
+
+    def counter(execute, sql, params, many, context):
+        nonlocal count
+        count += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(counter):
+        wall, cpu = time.perf_counter(), time.process_time()
+        measure()
+        return time.perf_counter() - wall, time.process_time() - cpu, count
+
+
+class World:
+    def __init__(self, n: int, rows: int, listings: int, device_id: int) -> None:
+        self.n, self.rows, self.listings, self.device_id = n, rows, listings, device_id
+
+
+def build(n: int, rows: int, listing_count: int) -> World:
+    """`listing_count` demo listings at ¥900 with their history, one console device, `rows`
+    target-price watches (¥950) over the listings, one due row each."""
+    from _world import due_rows, listings_with_history
+
+    from watches.models import Channel, Device
+
+    codes = [f"bench-{n}-{i}" for i in range(listing_count)]
+    listings = listings_with_history(codes, HISTORY_DAYS, POINTS_PER_DAY)
+    device = Device.objects.create(token_hash=f"bench-{n}", channel=Channel.CONSOLE)
+    due_rows([device], listings, rows, Channel.CONSOLE)
+    return World(n, rows, listing_count, device.pk)
+
+
+def reset(world: World, built: int) -> None:
+    """`world`'s rows due, every other world's rows pending far in the future; no events, no
+    baselines; no listing observed lately (every round asks), the runs' own points gone."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    now = timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM outbox_outboxevent")
+        cursor.execute("DELETE FROM outbox_dispatchrun")
+        cursor.execute(
+            "UPDATE outbox_outbox SET status = 'pending', claimed_by = '', attempts = 0, "
+            "retry_count = 0, attempt_started_at = NULL, "
+            "next_attempt_at = CASE WHEN device_id = %s THEN %s ELSE %s END",
+            [world.device_id, now - dt.timedelta(seconds=1), FAR],
+        )
+        cursor.execute(
+            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
+        )
+        cursor.execute("UPDATE watches_listing SET last_polled_at = NULL")
+        # The history ends at the build (point `built`); what a run added is gone.
+        cursor.execute("DELETE FROM watches_pricepoint WHERE id > %s", [built])
+
+
+def ours(world: World) -> None:
+    from outbox.dispatch import run_cycle
+
+    result = run_cycle()
+    assert result.as_json()["sent"] == world.rows, f"{result.as_json()} of {world.rows}"
+
+
+def floor(world: World) -> None:
+    """The dispatcher's writes for `world`'s due rows, set-based, batch by batch."""
+    from django.conf import settings
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    json_object = "json_build_object" if connection.vendor == "postgresql" else "json_object"
+    holder, started, seen = "floor", timezone.now(), set()
+    batch, sent = settings.OUTBOX_BATCH_SIZE, 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            now = timezone.now()
+            cursor.execute(
+                "SELECT o.id, w.listing_id FROM outbox_outbox o JOIN watches_watch w "
+                "ON w.id = o.watch_id WHERE o.status IN ('pending', 'retry') AND "
+                "o.next_attempt_at <= %s ORDER BY o.next_attempt_at, o.id LIMIT %s",
+                [now, batch],
+            )
+            due = cursor.fetchall()
+            if not due:
+                break
+            ids = [row[0] for row in due]
+            marks = ", ".join(["%s"] * len(ids))
+            cursor.execute(
+                "UPDATE outbox_outbox SET previous_status = status, status = 'sending', "
+                "reason = 'claimed', claimed_by = %s, claimed_at = %s, attempts = attempts + 1, "
+                f"attempt_started_at = NULL, updated_at = %s WHERE id IN ({marks}) "
+                "AND status IN ('pending', 'retry')",
+                [holder, now, now, *ids],
+            )
+            _events(cursor, ids, "sending", "claimed", "NULL", holder, now)
+        with transaction.atomic(), connection.cursor() as cursor:
+            # The re-fetch's writes, once per listing per cycle (the dispatcher reuses an
+            # answer this young): the listing's state and one price point.
+            listings = sorted({row[1] for row in due} - seen)
+            seen.update(listings)
+            if listings:
+                now = timezone.now()
+                lmarks = ", ".join(["%s"] * len(listings))
+                cursor.execute(
+                    "UPDATE watches_listing SET price = 900, shipping = 0, in_stock = %s, "
+                    "last_polled_at = %s, last_error = '', typical_price = 990, low_90 = 900 "
+                    f"WHERE id IN ({lmarks})",
+                    [True, now, *listings],
+                )
+                cursor.execute(
+                    "INSERT INTO watches_pricepoint (listing_id, observed_at, price, shipping, "
+                    f"in_stock) SELECT id, %s, 900, 0, %s FROM watches_listing WHERE id IN "
+                    f"({lmarks})",
+                    [now, True, *listings],
+                )
+        with transaction.atomic(), connection.cursor() as cursor:
+            now = timezone.now()  # the intent, right before the deliveries
+            cursor.execute(
+                f"UPDATE outbox_outbox SET claimed_at = %s, attempt_started_at = %s WHERE id IN "
+                f"({marks}) AND status = 'sending' AND claimed_by = %s AND attempts = 1",
+                [now, now, *ids, holder],
+            )
+        with transaction.atomic(), connection.cursor() as cursor:
+            now = timezone.now()
+            message = (
+                f"{json_object}('title', 'bench item ' || o.id || ' is ¥900', 'body', "
+                "'¥900 (your line ¥950)', 'url', '/listings/' || o.id || '/', 'tag', "
+                "'watch-' || o.watch_id, 'topic', 'w' || o.watch_id, 'icon', '', 'listing', "
+                "o.id, 'price', 900, 'urgency', 'normal')"
+            )
+            cursor.execute(
+                "UPDATE outbox_outbox AS o SET previous_status = status, status = 'sent', "
+                "reason = 'delivered', detail = '', claimed_by = '', sent_at = %s, "
+                f"sent_message = {message}, updated_at = %s WHERE id IN ({marks}) AND "
+                "status = 'sending' AND claimed_by = %s AND attempts = 1 RETURNING id",
+                [now, now, *ids, holder],
+            )
+            won = [row[0] for row in cursor.fetchall()]
+            data = (
+                f"{json_object}('fresh', {json_object}('item_code', 'bench-' || o.id, 'price', "
+                "900, 'shipping', 0, 'in_stock', true, 'observed_at', '2026-12-01T00:00:00'), "
+                f"'value', '900', 'line', '950', 'message', {message}, 'fresh_age_seconds', 0.1)"
+            )
+            _events(cursor, won, "sent", "delivered", data, "", now)
+            cursor.execute(
+                "UPDATE watches_watch SET last_notified_price = 900, last_notified_at = %s "
+                f"WHERE id IN (SELECT watch_id FROM outbox_outbox WHERE id IN ({marks}))",
+                [now, *won],
+            )
+            sent += len(won)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO outbox_dispatchrun (started_at, finished_at, holder, claimed, sent, "
+            "dropped, retry, failed, recovered, error) VALUES (%s, %s, %s, %s, %s, 0, 0, 0, 0, '')",
+            [started, timezone.now(), holder, sent, sent],
+        )
+    assert sent == world.rows, f"floor: {sent} of {world.rows}"
+
+
+def _events(cursor, ids: list[int], to: str, reason: str, data: str, actor: str, at) -> None:
+    """One event per row, from the rows themselves (their previous status), in one INSERT."""
+    marks = ", ".join(["%s"] * len(ids))
+    cursor.execute(
+        "INSERT INTO outbox_outboxevent (outbox_id, from_status, to_status, reason, detail, "
+        f"data, actor, at) SELECT o.id, o.previous_status, %s, %s, '', {data}, %s, %s "
+        f"FROM outbox_outbox AS o WHERE o.id IN ({marks})",
+        [to, reason, actor, at, *ids],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,14 @@ price points in the database, served by gunicorn with the deployment's settings 
 Django view on the same server (same middleware, no database: `bench/pages_urls.py`). On
 SQLite and on PostgreSQL (a database the bench creates and drops); the URLs are measured in
 interleaved rounds (minimal, home, listing, minimal, …), each DURATION seconds after a
-warm-up, and the medians over ROUNDS rounds are compared. Also shown, not judged: listing
-pages of random listings (mostly not cached).
+warm-up, and the medians over ROUNDS rounds are compared.
+
+A listing page is cached under its listing's own version, which moves when that listing is
+observed: the bench also measures the page that the cache cannot serve — another listing's
+page with its version moved on before every request ("listing, just observed": the page and
+its chart rendered, as the first visit after each poll of it gets them; judged), and the same
+page with the page cache off (every fragment rendered, nothing kept; shown, not judged), and
+listing pages of random listings (mostly rendered for the first time; shown, not judged).
 
     .venv/bin/python bench/bench_pages.py [DURATION] [ROUNDS]
 
@@ -34,6 +40,8 @@ DURATION = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 # At least three rounds: a median of fewer says little on a shared machine.
 ROUNDS = max(int(sys.argv[2]) if len(sys.argv) > 2 else 3, 3)
 LISTINGS = 10_000
+JUDGED = ("home", "listing page", "listing, just observed")
+SHOWN = ("listing, cache off", "random listing pages")
 POINTS = 1_000_000
 WORKERS = 3  # the Procfile's default WEB_CONCURRENCY
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,6 +201,22 @@ def check_pages(base: str, listing_id: int) -> None:
         raise SystemExit("the pages measured are not the real pages: " + "; ".join(problems))
 
 
+def check_same_page(base: str, listing_id: int) -> None:
+    """The bench's uncached views serve the very page a visitor gets, byte for byte (but for
+    each request's own CSRF token)."""
+    import requests
+
+    def page(url: str) -> str:
+        html = requests.get(url, timeout=30).text
+        # The token is each request's; the language switch sends the visitor back to the URL.
+        return re.sub(r'name="(csrfmiddlewaretoken|next)" value="[^"]+"', "", html)
+
+    real = page(f"{base}/listings/{listing_id}/")
+    for kind in ("observed", "uncached"):
+        if page(f"{base}/bench/{kind}/listings/{listing_id}/") != real:
+            raise SystemExit(f"/bench/{kind}/ does not serve the listing page as it is")
+
+
 def _ms(text: str) -> float:
     value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
@@ -230,11 +254,15 @@ def run_one(vendor: str) -> bool:
         "minimal view (baseline)": (f"{base}/bench/minimal", None),
         "home": (f"{base}/", None),
         "listing page": (f"{base}/listings/{ids[LISTINGS // 2]}/", None),
+        # Another listing than the cached page's: moving its version leaves that one be.
+        "listing, just observed": (f"{base}/bench/observed/listings/{ids[LISTINGS // 3]}/", None),
+        "listing, cache off": (f"{base}/bench/uncached/listings/{ids[LISTINGS // 3]}/", None),
         "random listing pages": (f"{base}/", str(script)),
     }
     results: dict[str, list[tuple[float, float, int]]] = {label: [] for label in urls}
     try:
         check_pages(base, ids[LISTINGS // 2])
+        check_same_page(base, ids[LISTINGS // 3])
         for url, lua in urls.values():
             wrk(url, 2, lua)  # warm-up: imports, template loading, connections
         for _ in range(ROUNDS):
@@ -256,9 +284,9 @@ def run_one(vendor: str) -> bool:
         print(f"[{vendor}] {label:<26}{rps:>9.0f} req/s   p99 {p99:>7.1f} ms{errors}")
     floor_rps, floor_p99 = medians["minimal view (baseline)"]
     ok = True
-    for label in ("home", "listing page", "random listing pages"):
+    for label in JUDGED + SHOWN:
         rps, p99 = medians[label]
-        judged = label != "random listing pages"
+        judged = label in JUDGED
         # Judged apart: on a loaded machine the p99 follows the load, and the minimal view's
         # own p99 says how much of it the page is to blame for.
         verdict = (

@@ -1,15 +1,44 @@
-"""The real URLconf plus `/bench/minimal`: the least a Django view can do on the same server,
-through the same middleware — the baseline of the pages benchmark."""
+"""The real URLconf plus the bench's own views: `/bench/minimal`, the least a Django view can
+do on the same server, through the same middleware — the baseline of the pages benchmark;
+and two listing pages as a visitor meets them when the cache cannot serve them (bench only;
+never in yasugoro.urls)."""
+
+import secrets
+from unittest import mock
 
 from django.http import HttpResponse
 from django.urls import include, path
+
+from watches import pagecache
+from watches.views import listing_detail
 
 
 def minimal(request):
     return HttpResponse("ok", content_type="text/plain")
 
 
+def observed_listing(request, listing_id: int):
+    """The listing page as the first visit after a poll of its listing gets it: its version
+    has moved on (here for every request; the poll's write of it is not charged to the
+    page), so the page is rendered again, with what a poll does not change (the frame, the
+    chart when the poll added no point) from the cache, and kept."""
+    with mock.patch.object(pagecache, "listing_version", lambda listing_id: secrets.randbits(63)):
+        return listing_detail(request, listing_id)
+
+
+def uncached_listing(request, listing_id: int):
+    """The listing page with the page cache off: every fragment rendered, nothing stored."""
+
+    def render(name, parts, render, version=None):
+        return render()
+
+    with mock.patch.object(pagecache, "_cached", render):
+        return listing_detail(request, listing_id)
+
+
 urlpatterns = [
     path("bench/minimal", minimal),
+    path("bench/observed/listings/<int:listing_id>/", observed_listing),
+    path("bench/uncached/listings/<int:listing_id>/", uncached_listing),
     path("", include("yasugoro.urls")),
 ]

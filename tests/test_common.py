@@ -233,3 +233,29 @@ def test_a_bad_mail_setting_stops_start_up_naming_it(name, value):
     )
     assert done.returncode != 0
     assert name in done.stderr
+
+
+# --- the file cache ---------------------------------------------------------------------------
+
+
+def test_the_file_cache_counts_its_files_once_every_so_many_writes_and_still_culls(
+    tmp_path, monkeypatch
+):
+    from common import filecache
+
+    monkeypatch.setattr(filecache, "CULL_EVERY", 10)
+    cache = filecache.FileCache(str(tmp_path), {"OPTIONS": {"MAX_ENTRIES": 20}})
+    listings = 0
+    real = cache._list_cache_files
+
+    def counted():
+        nonlocal listings
+        listings += 1
+        return real()
+
+    monkeypatch.setattr(cache, "_list_cache_files", counted)
+    for n in range(100):
+        cache.set(f"page-{n}", "x" * 100)
+    assert listings == 10, "one count of the files per 10 writes, not one per write"
+    assert len(real()) <= 20 + 10, "culled: over MAX_ENTRIES by at most CULL_EVERY"
+    assert cache.get("page-99") == "x" * 100

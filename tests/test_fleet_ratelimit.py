@@ -4,9 +4,12 @@ its own key prefix; nothing here measures real time."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
+import random
 import uuid
+from collections import Counter
 
 import pytest
 import redis
@@ -42,8 +45,10 @@ def client():
         connection.delete(key)
 
 
-def _limiter(client, clock, rate=2.0, key="rakuten:a") -> RedisRateLimiter:
-    return RedisRateLimiter(client, f"{client.prefix}:{key}", rate, clock=clock, sleep=clock.sleep)
+def _limiter(client, clock, rate=2.0, key="rakuten:a", sleep=None) -> RedisRateLimiter:
+    return RedisRateLimiter(
+        client, f"{client.prefix}:{key}", rate, clock=clock, sleep=sleep or clock.sleep
+    )
 
 
 def test_two_processes_share_one_budget(client):
@@ -57,17 +62,74 @@ def test_two_processes_share_one_budget(client):
         ]
         waits = [wait for run in runs for wait in run.get(timeout=60)]
     # 20 requests at 2/s from two processes: 20 distinct slots half a second apart, as one
-    # process alone would have been given.
-    assert sorted(waits) == pytest.approx([i * 0.5 for i in range(20)])
+    # process alone would have been given (on the grid: the first a quarter second on).
+    assert sorted(waits) == pytest.approx([0.25 + i * 0.5 for i in range(20)])
+
+
+def test_slots_fall_mid_second_on_the_fleets_clock(client):
+    clock = FakeClock()
+    clock.now = 100.3
+    limiter = _limiter(client, clock, rate=1.0)
+    assert limiter.wait_needed() == pytest.approx(0.2)
+    assert limiter.acquire() == pytest.approx(0.2)  # at 100.5
+    assert limiter.acquire() == pytest.approx(1.0)  # at 101.5: never a burst
+    assert clock.now == pytest.approx(101.5)
+
+
+def test_requests_late_on_their_way_never_arrive_two_in_one_second(client):
+    """The marketplace counts arrivals per second. Three processes share one id at 1/s; each
+    request wakes up to 0.3 s after its slot and then takes up to 0.25 s to arrive, at random:
+    no second ever sees two. (Slots one second apart at arbitrary moments would: one due at
+    100.9 s arriving at 101.05 s shares second 101 with the next, due at 101.9 s.)"""
+    rng = random.Random(12)
+    clock = FakeClock()
+    clock.now = 100.9
+
+    def oversleep(seconds: float) -> None:
+        clock.sleep(seconds + rng.uniform(0, 0.3))
+
+    processes = [_limiter(client, clock, rate=1.0, sleep=oversleep) for _ in range(3)]
+    arrivals = []
+    for _ in range(300):
+        if rng.random() < 0.2:
+            clock.now += rng.uniform(0, 2)  # the fleet idles a while
+        if rng.choice(processes).acquire() is not None:
+            arrivals.append(clock.now + rng.uniform(0, 0.25))
+    per_second = Counter(math.floor(at) for at in arrivals)
+    assert len(arrivals) > 250
+    assert max(per_second.values()) == 1
+
+
+def test_a_caller_that_wakes_too_late_gives_its_slot_up_and_takes_the_next(client):
+    clock = FakeClock()
+    clock.now = 60 * 1000.0
+    late_once = iter([0.4])
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds + next(late_once, 0.0))
+
+    limiter = _limiter(client, clock, rate=1.0, sleep=sleep)
+    # The slot at .5 s woke at .9 s: too late (more than a quarter second); the next is 1.5 s.
+    assert limiter.acquire() == pytest.approx(0.5 + 0.6)
+    assert clock.now == pytest.approx(60 * 1000.0 + 1.5)
+    assert limiter.used(1000) == 2  # the missed slot stays taken: nobody else sends in it
+
+
+def test_a_caller_too_slow_for_every_slot_asks_nothing(client):
+    clock = FakeClock()
+    limiter = _limiter(client, clock, rate=1.0, sleep=lambda seconds: clock.sleep(seconds + 0.5))
+    assert limiter.acquire() is None
+    assert limiter.used(int(clock.now // 60)) == ratelimit.LATE_TRIES
 
 
 def test_a_429_holds_off_every_process_of_the_fleet(client):
     clock = FakeClock()
     here, elsewhere = _limiter(client, clock), _limiter(client, clock)
     here.hold_off(30)
-    assert elsewhere.wait_needed() == pytest.approx(30)
+    # The first slot after the hold: the next grid point (a quarter second on at 2/s).
+    assert elsewhere.wait_needed() == pytest.approx(30.25)
     assert elsewhere.acquire(max_wait=10) is None  # refused, no slot taken
-    assert elsewhere.acquire() == pytest.approx(30)
+    assert elsewhere.acquire() == pytest.approx(30.25)
 
 
 def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
@@ -77,15 +139,15 @@ def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
     here.hold_off(0)
     assert elsewhere.current_rate() == pytest.approx(1.0)
     # Lowered for everyone: slots one second apart, not half a second.
-    assert elsewhere.acquire() == 0
+    assert elsewhere.acquire() == pytest.approx(0.25)
     assert elsewhere.acquire() == pytest.approx(1.0)
-    clock.now += 75 - 1.0  # 75 s after the 429: a tenth of the rate back every 30 s
+    clock.now = 100.0 + 75  # 75 s after the 429: a tenth of the rate back every 30 s
     assert here.current_rate() == pytest.approx(1.5)
     clock.now += 75
     assert here.current_rate() == pytest.approx(2.0)
     clock.now += 600
     assert here.current_rate() == pytest.approx(2.0)  # never above the configured rate
-    assert here.acquire() == 0
+    assert here.acquire() == pytest.approx(0.25)
     assert here.acquire() == pytest.approx(0.5)
 
 
@@ -121,7 +183,7 @@ def test_several_application_ids_add_up(client):
         }
     )
     slots = [budget.acquire() for _ in range(4)]
-    assert [slot.waited for slot in slots] == pytest.approx([0, 0, 1, 1])
+    assert [slot.waited for slot in slots] == pytest.approx([0.5, 0.5, 1.5, 1.5])
     assert sorted(slot.app_id for slot in slots) == ["a", "a", "b", "b"]
     assert budget.current_rate() == pytest.approx(2.0)
     # A 429 on one id slows that id only.
@@ -250,7 +312,7 @@ def test_a_yahoo_429_holds_off_every_process_of_the_fleet(yahoo, settings, clien
     other = RedisRateLimiter(
         client, f"{client.prefix}:yahoo", settings.YAHOO_RATE_PER_SECOND, clock=clock
     )
-    assert 119 <= other.wait_needed() <= 120
+    assert other.wait_needed() == pytest.approx(120, abs=0.01)
 
 
 def test_an_unreachable_budget_makes_no_yahoo_request(yahoo, settings):

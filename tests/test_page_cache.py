@@ -4,14 +4,17 @@ prices change; and never for a visitor with messages, watches, or a URL of its o
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
+import time_machine
 from django.test import Client
+from django.utils import timezone
 
-from tests.factories import ListingFactory
+from tests.factories import ListingFactory, with_history
 from watches import devices, pagecache
-from watches.models import Device, Listing, Watch
+from watches.models import Device, Listing, PricePoint, Watch
 from watches.pausing import pause_listings
 
 pytestmark = pytest.mark.django_db
@@ -118,3 +121,85 @@ def test_the_shared_listing_page_needs_no_query_and_knows_a_pause_or_a_deletion(
     with django_capture_on_commit_callbacks(execute=True):
         Listing.objects.filter(pk=listing.pk).delete()
     assert client.get(f"/listings/{listing.pk}/").status_code == 404
+
+
+# --- a listing's page is stale when that listing changes, not when another does -------------
+
+
+def _poll(listing: Listing, price: int, at) -> None:
+    """One answer for `listing`, kept as a poll keeps it."""
+    from watches.marketplaces.base import Observation
+    from watches.observations import observe
+
+    answer = Observation(listing.item_code, price, True, at, shipping=0)
+    observe([(listing, answer)], at).save()
+
+
+def test_another_listing_s_new_price_leaves_a_listing_page_cached(
+    client, django_assert_num_queries, django_capture_on_commit_callbacks
+):
+    listing, other = ListingFactory(price=700), ListingFactory(price=800)
+    client.get(f"/listings/{listing.pk}/")
+    with django_capture_on_commit_callbacks(execute=True):
+        _poll(other, 650, timezone.now())
+    with django_assert_num_queries(0):
+        assert "¥700" in client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "¥650" in client.get(f"/listings/{other.pk}/").content.decode()
+    assert "¥650" in client.get("/").content.decode(), "the home page shows every price"
+
+
+@time_machine.travel(dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC), tick=False)
+def test_a_poll_that_adds_no_point_shows_its_time_and_keeps_the_chart_cached(
+    client, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    now = timezone.now()
+    listing = with_history(ListingFactory(price=700, shipping=0), [700, 700], now=now)
+    _poll(listing, 700, now)
+    first = client.get(f"/listings/{listing.pk}/").content.decode()
+    later = now + dt.timedelta(minutes=15)
+    with django_capture_on_commit_callbacks(execute=True):
+        _poll(listing, 700, later)  # the same price, a minute later: no new point
+    assert PricePoint.objects.filter(listing=listing).count() == 3
+    # The listing and its newest point are read; the frame, facts and chart come cached.
+    with django_assert_num_queries(2):
+        body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert (
+        "Price last checked Nov 29, 12:15."
+        in Client(HTTP_ACCEPT_LANGUAGE="en").get(f"/listings/{listing.pk}/").content.decode()
+    )
+    assert body != first
+    assert _chart(body) == _chart(first)
+
+
+@time_machine.travel(dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC), tick=False)
+def test_a_poll_that_finds_a_new_price_redraws_the_facts_and_the_chart(
+    client, django_capture_on_commit_callbacks
+):
+    now = timezone.now()
+    listing = with_history(ListingFactory(price=700, shipping=0), [720, 700], now=now)
+    first = client.get(f"/listings/{listing.pk}/").content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        _poll(listing, 610, now + dt.timedelta(minutes=15))
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert '<dd class="price">¥610</dd>' in body
+    assert _chart(body) != _chart(first)
+    assert "¥610" in _chart(body), "the new low is drawn and written in the table"
+
+
+def test_the_empty_watch_form_is_shared_by_listings_that_show_the_same(client):
+    one = ListingFactory(low_90=500, units_per_pack=12, unit_label="roll")
+    two = ListingFactory(low_90=500, units_per_pack=12, unit_label="roll")
+    three = ListingFactory(low_90=400, units_per_pack=12, unit_label="roll")
+    forms = [_form(client.get(f"/listings/{x.pk}/").content.decode()) for x in (one, two, three)]
+    assert forms[0] == forms[1]
+    assert "¥500" in forms[0] and "¥400" in forms[2]
+
+
+def _chart(body: str) -> str:
+    return body[body.index('<figure class="chart">') : body.index("</figure>")]
+
+
+def _form(body: str) -> str:
+    form = body[body.index('<form method="post" action="#watch"') :]
+    form = form[: form.index("</form>")]
+    return re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', "", form)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 import time_machine
+from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from tests.factories import ListingFactory, with_history
 from watches.charts import price_chart
@@ -132,6 +134,32 @@ def test_chart_breaks_the_line_where_out_of_stock():
     low_y = next(line.y for line in chart.lines if line.kind == "low")
     typical_y = next(line.y for line in chart.lines if line.kind == "typical")
     assert low_y > typical_y, "a lower price is drawn lower"
+
+
+def test_chart_markup_draws_every_tick_band_line_and_week():
+    points = [
+        Point(NOW - dt.timedelta(days=20), 1000, True),
+        Point(NOW - dt.timedelta(days=15), 980, True),
+        Point(NOW - dt.timedelta(days=8), None, False),
+        Point(NOW - dt.timedelta(days=5), 900, True),
+    ]
+    chart = price_chart(points, now=NOW, low=900, typical=1000, target=950)
+    listing = ListingFactory.build(low_90=900, typical_price=1000)
+    with translation.override("en"):
+        html = render_to_string("watches/_price_chart.html", {"listing": listing, "chart": chart})
+    assert html.count('<line class="grid"') == len(chart.yticks) > 0
+    for tick in chart.yticks:
+        assert f'dominant-baseline="middle">{tick.label}</text>' in html
+    assert html.count('<rect class="stockout"') == 1
+    assert "<title>Out of stock</title></rect>" in html
+    assert all(f'<line class="mark-{kind}"' in html for kind in ("low", "typical", "target"))
+    anchors = re.findall(r'text-anchor="(start|middle|end)">\d+/\d+</text>', html)
+    assert anchors == ["start", "middle", "middle", "middle", "end"]
+    rows = re.findall(r"<tr><td>(\d+/\d+)–(\d+/\d+)</td><td>([^<]*)</td><td>([^<]*)</td>", html)
+    assert len(rows) == len(chart.weeks) == 3, "a row for each week with a point, newest first"
+    assert rows[0][2:] == ("¥900", "¥900")
+    assert rows[1][2:] == ("—", "—"), "a week only out of stock has no price"
+    assert "<td>Sold out at times</td></tr>" in html
 
 
 def test_chart_without_history_is_empty():

@@ -147,6 +147,35 @@ def test_longer_unchecked_and_more_watched_and_more_volatile_come_first(clock, r
     assert order.index(jumpy.pk) < order.index(calm.pk)
 
 
+def test_a_quarter_of_the_budget_goes_to_the_watched_listing_checked_longest_ago(clock, rakuten):
+    far = listing(rakuten, "far", last_polled_at=T0 - dt.timedelta(hours=3))
+    watch(far, target_price=300)  # 70 % away: its score is the lowest by far
+    for n in range(4):
+        close = listing(rakuten, f"close-{n}", last_polled_at=T0 - dt.timedelta(minutes=20))
+        watch(close, target_price=990)
+    chosen = plan(due_listings(T0), T0, budgets={"rakuten": 4})
+    assert chosen[0].listing_id == far.pk
+    assert len(chosen) == 4
+    # Three requests left the share rounds down to nothing: the score decides them all.
+    assert far.pk not in [
+        item.listing_id for item in plan(due_listings(T0), T0, budgets={"rakuten": 3})
+    ]
+
+
+def test_a_listing_far_from_every_line_is_not_starved(clock, rakuten, settings):
+    """Near listings enough to fill every run's budget; the far ones still come round."""
+    budget_of(settings, 4)
+    for n in range(8):
+        watch(listing(rakuten, f"close-{n}"), target_price=990)
+    for n in range(2):
+        watch(listing(rakuten, f"far-{n}"), target_price=300)
+    for run in range(4):
+        clock.move_to(T0 + dt.timedelta(minutes=15 * run), tick=False)
+        poll()
+    assert len(rakuten.requests) == 16
+    assert {"far-0", "far-1"} <= set(asked(rakuten))
+
+
 def test_paused_and_removed_watches_do_not_make_a_listing_watched(clock, rakuten):
     paused = listing(rakuten, "paused")
     watch(paused, paused=True)

@@ -19,13 +19,14 @@ def _ensure_search_index(sender, using="default", **kwargs) -> None:
     install(connections[using])
 
 
-def _listing_deleted(sender, **kwargs) -> None:
+def _listing_deleted(sender, instance, **kwargs) -> None:
     from django.db import transaction
 
-    from watches.pagecache import prices_changed
+    from watches.pagecache import listings_changed
 
     # Cached pages may show it (a listing page is served from the cache without a query).
-    transaction.on_commit(prices_changed)
+    pk = instance.pk
+    transaction.on_commit(lambda: listings_changed([pk]))
 
 
 class WatchesConfig(AppConfig):

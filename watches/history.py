@@ -6,12 +6,13 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from common.bulk import update_by_id
+from watches import pagecache
 from watches.models import Listing, PricePoint, effective_price
 from watches.triggers import LOW_WINDOW, Point, summary
 
@@ -49,6 +50,21 @@ def point_rows(listing_ids: Iterable[int], since: dt.datetime) -> Iterator[Point
                 yield from rows
 
 
+def newest_point_at(listing_id: int) -> object:
+    """When the listing's newest point was observed (None without one), as the database
+    gives it: what its chart is drawn from changes with it, as points are only ever added at
+    the time of an observation. One step down the (listing, observed_at) index."""
+    table = PricePoint._meta.db_table
+    with connection.cursor() as cursor:
+        # Written out: the ORM would spend longer building this query than the database
+        # answering it.
+        cursor.execute(
+            f"SELECT MAX(observed_at) FROM {table} WHERE listing_id = %s",  # noqa: S608
+            [listing_id],
+        )
+        return cursor.fetchone()[0]
+
+
 def load_points(listing_ids: Iterable[int], since: dt.datetime) -> dict[int, list[Point]]:
     """Every listing's observations since `since`, in one query, oldest first."""
     points: dict[int, list[Point]] = defaultdict(list)
@@ -69,8 +85,11 @@ def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) ->
     now = now or timezone.now()
     ids = list(listing_ids)
     points = load_points(ids, now - LOW_WINDOW)
-    return update_by_id(
+    updated = update_by_id(
         Listing,
         ("typical_price", "low_90"),
         ((pk, listing_stats(points.get(pk, ()), now)) for pk in ids),
     )
+    # Their pages show both (and the home page sorts by them).
+    transaction.on_commit(lambda: pagecache.listings_changed(ids))
+    return updated

@@ -187,9 +187,9 @@ class Listing(models.Model):
             kwargs["update_fields"] = {*update_fields, "search_text"}
         super().save(*args, **kwargs)
         # A listing saved one by one (staff, add by link, the demo seed) shows at once.
-        from watches.pagecache import prices_changed
+        from watches.pagecache import listings_changed
 
-        prices_changed()
+        listings_changed([self.pk])
 
     @property
     def effective_price(self) -> int | None:

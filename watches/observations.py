@@ -14,7 +14,8 @@ whole batch) and applies the rule in memory; `Observations.save` then writes it 
   observation in it;
 - an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
   (`last_polled_at`), so a failing listing waits its turn like the others;
-- once saved, the cached pages that show prices are stale (`watches.pagecache`).
+- once saved, the cached pages that show prices, and those listings' own pages, are stale
+  (`watches.pagecache`).
 
 `fetch` asks one marketplace about item codes and never raises: an adapter that crashes or
 leaves a code unanswered gives `bad_response` for it.
@@ -93,10 +94,11 @@ class Observations:
             _update(self.observed, (*_OBSERVED, *_STATS))
             _update(self.failed, _FAILED)
             _update(self.described, _DESCRIPTIVE)
-            if self.observed:
+            changed = [listing.pk for listing in (*self.observed, *self.described)]
+            if changed:
                 # Cached pages show prices: stale once this is committed, not before (a page
                 # rendered in between would cache the old ones under the new version).
-                transaction.on_commit(pagecache.prices_changed)
+                transaction.on_commit(lambda: pagecache.listings_changed(changed))
 
 
 def _lock_in_id_order(listings: list[Listing]) -> None:
@@ -250,16 +252,18 @@ def _recent(
 
 
 def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
-    """Each listing's latest point before `moment`, in one query (the history index serves
-    the correlated subquery)."""
+    """Each listing's latest point before `moment`, in one query: one seek of the history
+    index per listing. (Filtering the points by `id = <correlated subquery>` instead ran the
+    subquery once per point of the listings — a sixth of a re-fetch over 500 listings.)"""
     if not listing_ids:
         return {}
     latest_id = (
-        PricePoint.objects.filter(listing_id=OuterRef("listing_id"), observed_at__lt=moment)
+        PricePoint.objects.filter(listing_id=OuterRef("pk"), observed_at__lt=moment)
         .order_by("-observed_at", "-id")
         .values("id")[:1]
     )
-    latest = PricePoint.objects.filter(listing_id__in=listing_ids, id=Subquery(latest_id))
+    ids = Listing.objects.filter(pk__in=listing_ids).values(latest=Subquery(latest_id))
+    latest = PricePoint.objects.filter(id__in=ids)
     columns = ("listing_id", "observed_at", "price", "shipping", "in_stock")
     return {row[0]: row for row in latest.values_list(*columns)}
 

@@ -3,13 +3,16 @@ visitor the page says nothing personal to (`page`), and otherwise the parts that
 the category chips, "cheap right now", a page of all listings, a listing's facts and chart
 (`fragment`) — rendered once per language and kept in the `pages` cache.
 
-Every key carries the current *prices version*. `prices_changed()` (called once observations
-are saved, by polling or the dispatcher's re-fetch, and once a listing is saved, paused or
-deleted) moves the version on, so every cached page and fragment is stale at once, in every
-web process: the version lives in the shared
-`pages` cache (Redis with REDIS_URL, else files under var/, which the web server and the
-cluster of `make run` share).
-Entries also expire after FRAGMENT_SECONDS, for writers that do not call it.
+Every key carries a version. Most carry the *prices version*: `prices_changed()` moves it on,
+so every cached page and fragment that shows prices is stale at once, in every web process.
+A listing's own page and chart carry instead that *listing's version*, which
+`listings_changed(ids)` moves on (with the prices version) once those listings are observed,
+saved, paused or deleted: the prices version moves with every observation saved anywhere —
+about every minute — and a listing's page need not be rendered again for another listing's
+price. Both live in the shared `pages` cache (Redis with REDIS_URL, else files under var/,
+which the web server and the cluster of `make run` share). A fragment that depends only on
+what its key names carries `PURE`, no version at all.
+Entries also expire after FRAGMENT_SECONDS, for writers that do not tell.
 
 As a key names one version, what it holds never changes: each process also keeps the last
 LOCAL_ENTRIES it used in memory, so a page served again costs one read of the version from the
@@ -23,7 +26,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from django.contrib.messages import get_messages
 from django.core.cache import caches
@@ -37,6 +40,9 @@ CACHE = "pages"
 # own: `with_csrf` puts the request's token in.
 CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
+LISTING_VERSION_KEY = "pages:listing-version:%d"
+# The version of a fragment keyed on everything it is rendered from: never stale.
+PURE = "pure"
 FRAGMENT_SECONDS = 10 * 60
 # About 20 KB each: a few MB per process at most.
 LOCAL_ENTRIES = 256
@@ -51,11 +57,27 @@ def prices_changed() -> None:
 
 
 def prices_version() -> int:
+    return _version(VERSION_KEY)
+
+
+def listings_changed(listing_ids: Iterable[int]) -> None:
+    """Make these listings' own pages stale, and every page that shows prices."""
+    versions = {LISTING_VERSION_KEY % pk: _new_version() for pk in set(listing_ids)}
+    if versions:
+        caches[CACHE].set_many(versions, timeout=None)
+    prices_changed()
+
+
+def listing_version(listing_id: int) -> int:
+    return _version(LISTING_VERSION_KEY % listing_id)
+
+
+def _version(key: str) -> int:
     cache = caches[CACHE]
-    version = cache.get(VERSION_KEY)
+    version = cache.get(key)
     if version is None:
-        cache.add(VERSION_KEY, _new_version(), timeout=None)
-        version = cache.get(VERSION_KEY)
+        cache.add(key, _new_version(), timeout=None)
+        version = cache.get(key)
     return version
 
 
@@ -66,10 +88,13 @@ def _new_version() -> int:
     return secrets.randbits(63)
 
 
-def fragment(name: str, parts: tuple, render: Callable[[], str]) -> SafeString:
+def fragment(
+    name: str, parts: tuple, render: Callable[[], str], version: int | str | None = None
+) -> SafeString:
     """The HTML of fragment `name` for `parts` (what it varies on besides the language and
-    the prices version), rendered by `render()` when it is not cached."""
-    return mark_safe(_cached(name, parts, render))  # noqa: S308 (our own rendered template output)
+    the version: the prices version unless `version` is given), rendered by `render()` when
+    it is not cached."""
+    return mark_safe(_cached(name, parts, render, version))  # noqa: S308 (our own rendered output)
 
 
 def shared(request: HttpRequest, params: Collection[str] = ()) -> bool:
@@ -87,23 +112,35 @@ def shared(request: HttpRequest, params: Collection[str] = ()) -> bool:
 
 
 def page(
-    request: HttpRequest, name: str, parts: tuple, render: Callable[[str], str]
+    request: HttpRequest,
+    name: str,
+    parts: tuple,
+    render: Callable[[str], str],
+    version: int | str | None = None,
 ) -> HttpResponse:
     """The whole page `name` for `parts` (what it varies on besides the language, the
-    prices version and its URL), for a request `shared()` allows. `render(csrf_token)`
-    renders it when it is not cached, with the token it is given in every form: a
-    placeholder, replaced by this request's own token on the way out."""
+    version — as for `fragment` — and its URL), for a request `shared()` allows.
+    `render(csrf_token)` renders it when it is not cached, with the token it is given in
+    every form: a placeholder, replaced by this request's own token on the way out."""
     # The URL is part of the page: the language switch sends the visitor back to it.
     html = _cached(
-        f"page-{name}", (*parts, request.get_full_path()), lambda: render(CSRF_PLACEHOLDER)
+        f"page-{name}",
+        (*parts, request.get_full_path()),
+        lambda: render(CSRF_PLACEHOLDER),
+        version,
     )
     return HttpResponse(with_csrf(request, html))
 
 
-def _cached(name: str, parts: tuple, render: Callable[[], str]) -> str:
+def _cached(
+    name: str, parts: tuple, render: Callable[[], str], version: int | str | None = None
+) -> str:
     raw = "\x1f".join(str(part) for part in (get_language(), *parts))
     digest = hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
-    key = f"pages:{prices_version()}:{name}:{digest}"
+    # Read before rendering: a page rendered from rows read before a change was committed
+    # is kept under the version that change then moved on from.
+    version = prices_version() if version is None else version
+    key = f"pages:{version}:{name}:{digest}"
     now = time.time()
     with _local_lock:
         entry = _local.get(key)

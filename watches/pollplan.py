@@ -7,6 +7,11 @@ rate allows in the time a run may take, minus the share kept for the dispatcher'
 of the same ids. A marketplace without a budget (the demo) gives every due listing.
 
 The requests go by priority:
+0. a quarter of the run's requests (OLDEST_SHARE, rounded down) to the watched listings
+   checked longest ago, whatever their score: without it a listing far from every line
+   waits for ever whenever the listings near one fill the budget (bench/bench_capacity.py
+   measured a quarter of the watched listings never checked in 3 hours at 4 ids, while
+   oldest-first checked them all), and the overview's "checked within 1 h" falls with it;
 1. listings with live watches, highest score first, where the score is
    `(4 × closeness + popularity + volatility) × staleness`:
    - closeness, 0–1: how near the listing's price is to making one of its watches fire —
@@ -44,6 +49,7 @@ CLOSE_AT = 0.05  # relative distance to the line at which closeness is ½
 VOLATILE_AT = 0.20  # dip of the 90-day low below typical at which volatility is 1
 CLOSENESS_WEIGHT = 4.0
 MAX_STALENESS = 4.0
+OLDEST_SHARE = 0.25  # of a run's requests, to the watched listings checked longest ago
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Planned:
 
 
 @dataclass
-class _WatchGroup:
+class WatchGroup:
     """Live watches of one listing with one trigger: the one nearest its line decides."""
 
     trigger: str
@@ -91,10 +97,13 @@ def plan(
     now: dt.datetime,
     *,
     budgets: dict[str, int | None] | None = None,
+    groups: dict[int, list[WatchGroup]] | None = None,
 ) -> list[Planned]:
-    """Order `listings` (in the order given for equals: least recently polled first) by the
-    plan and keep, per source, as many as its budget allows (`budgets` given, or asked of
-    each adapter). Two queries: the listings, and their live watches grouped."""
+    """Order `listings` (given least recently polled first, as `due_listings` does; that
+    order also breaks ties) by the plan and keep, per source, as many as its budget allows
+    (`budgets` given, or asked of each adapter). Two queries: the listings, and their live
+    watches grouped (`groups`, when the caller has them from `watch_groups`: the capacity
+    bench, whose watches do not change while it runs)."""
     rows = list(
         listings.values(
             "id",
@@ -108,22 +117,25 @@ def plan(
             "last_polled_at",
         )
     )
-    groups = _watch_groups(listings)
+    if groups is None:
+        groups = watch_groups(listings)
     planned: list[Planned] = []
     for row in rows:
         mine = groups.get(row["id"])
         score = _score(row, mine, now) if mine else 0.0
         planned.append(Planned(row["id"], row["source"], bool(mine), score))
-    # Watched first, by score; the rest keep their order (a stable sort).
-    planned.sort(key=lambda item: (not item.watched, -item.score))
     budgets = dict(budgets or {})
-    left: dict[str, int | None] = {}
+    left: dict[str, int | None] = {
+        source: budgets[source] if source in budgets else run_budget(source)
+        for source in dict.fromkeys(item.source for item in planned)
+    }
+    # The longest unchecked watched listings first, a share of each budget (in the order
+    # given); then watched by score, the rest keeping their order (a stable sort).
+    oldest = _oldest_watched(planned, left)
+    ranked = [item for item in planned if item.listing_id not in oldest]
+    ranked.sort(key=lambda item: (not item.watched, -item.score))
     chosen = []
-    for item in planned:
-        if item.source not in left:
-            left[item.source] = (
-                budgets[item.source] if item.source in budgets else run_budget(item.source)
-            )
+    for item in [*oldest.values(), *ranked]:
         remaining = left[item.source]
         if remaining is not None:
             if remaining <= 0:
@@ -133,10 +145,25 @@ def plan(
     return chosen
 
 
-def _watch_groups(listings: QuerySet[Listing]) -> dict[int, list[_WatchGroup]]:
+def _oldest_watched(planned: list[Planned], budgets: dict[str, int | None]) -> dict[int, Planned]:
+    """The first OLDEST_SHARE of each budget's requests: watched listings in the order given."""
+    quota = {
+        source: math.floor(OLDEST_SHARE * budget)
+        for source, budget in budgets.items()
+        if budget is not None
+    }
+    oldest: dict[int, Planned] = {}
+    for item in planned:
+        if item.watched and quota.get(item.source, 0) > 0:
+            quota[item.source] -= 1
+            oldest[item.listing_id] = item
+    return oldest
+
+
+def watch_groups(listings: QuerySet[Listing]) -> dict[int, list[WatchGroup]]:
     """Live watches of these listings, grouped by (listing, trigger, unit price), in one
     query."""
-    groups: dict[int, list[_WatchGroup]] = defaultdict(list)
+    groups: dict[int, list[WatchGroup]] = defaultdict(list)
     rows = (
         Watch.live.filter(listing_id__in=listings.order_by().values("id"), paused=False)
         .values("listing_id", "trigger", "use_unit_price")
@@ -145,12 +172,12 @@ def _watch_groups(listings: QuerySet[Listing]) -> dict[int, list[_WatchGroup]]:
     )
     for row in rows:
         groups[row["listing_id"]].append(
-            _WatchGroup(row["trigger"], row["use_unit_price"], row["n"], row["target"], row["drop"])
+            WatchGroup(row["trigger"], row["use_unit_price"], row["n"], row["target"], row["drop"])
         )
     return groups
 
 
-def _score(row: dict, groups: list[_WatchGroup], now: dt.datetime) -> float:
+def _score(row: dict, groups: list[WatchGroup], now: dt.datetime) -> float:
     closeness = max(_closeness(row, group) for group in groups)
     watches = sum(group.count for group in groups)
     popularity = min(1.0, math.log10(1 + watches) / 3)
@@ -166,7 +193,7 @@ def _score(row: dict, groups: list[_WatchGroup], now: dt.datetime) -> float:
     return (CLOSENESS_WEIGHT * closeness + popularity + volatility) * staleness
 
 
-def _closeness(row: dict, group: _WatchGroup) -> float:
+def _closeness(row: dict, group: WatchGroup) -> float:
     if group.trigger == Trigger.BACK_IN_STOCK:
         return 1.0 if row["in_stock"] is False else 0.0
     current = effective_price(row["price"], row["shipping"])

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from watches import pagecache
 from watches.intake import IntakeError, ItemRef, find_or_add
 from watches.jan import InvalidJAN, normalise_jan
 from watches.marketplaces.base import FetchError, FetchKind, Offers, OffersResult
@@ -85,7 +86,12 @@ def add_by_link(ref: ItemRef) -> Listing | Product:
 def adopt_listings(product: Product) -> int:
     """Listings whose JAN code is known to be the product's, and that belong to no product
     yet, become its offers. Returns how many joined."""
-    return Listing.objects.filter(jan=product.jan, product__isnull=True).update(product=product)
+    joining = Listing.objects.filter(jan=product.jan, product__isnull=True)
+    ids = list(joining.values_list("pk", flat=True))
+    joined = Listing.objects.filter(pk__in=ids, product__isnull=True).update(product=product)
+    # Their pages link to the product now.
+    pagecache.listings_changed(ids)
+    return joined
 
 
 def _new_product(jan: str) -> Product:

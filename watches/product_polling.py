@@ -38,6 +38,7 @@ from django.utils import timezone
 from common.bulk import update_by_id
 from common.text import clip
 from outbox.enqueue import Detection, detections_for, enqueue_many
+from watches import pagecache
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -207,6 +208,8 @@ def offer_listing(source: str, product: Product, offer: Observation) -> Listing:
         Listing.objects.filter(pk=listing.pk, product__isnull=True).update(
             product=product, jan=product.jan
         )
+        # Its page links to the product now.
+        pagecache.listings_changed([listing.pk])
         listing.product, listing.jan = product, product.jan
     return listing
 

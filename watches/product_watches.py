@@ -4,6 +4,7 @@ live watch per device, product and trigger; choosing the same trigger again chan
 
 from __future__ import annotations
 
+from watches import pagecache
 from watches.models import Device, Listing, Product, Watch
 from watches.offers import best_offer
 from watches.watchlist import WatchParams, save_watch
@@ -29,6 +30,8 @@ def describe_product(product: Product, *, units_per_pack: int | None, unit_label
     and per-unit prices (pages, triggers, messages) read the offer's."""
     product.units_per_pack, product.unit_label = units_per_pack, unit_label
     product.save(update_fields=["units_per_pack", "unit_label"])
-    Listing.objects.filter(product=product).update(
-        units_per_pack=units_per_pack, unit_label=unit_label
-    )
+    offers = Listing.objects.filter(product=product)
+    offers.update(units_per_pack=units_per_pack, unit_label=unit_label)
+    # Their pages show unit prices.
+    ids = list(offers.values_list("pk", flat=True))
+    pagecache.listings_changed(ids)

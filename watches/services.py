@@ -125,8 +125,9 @@ def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:
 def pause_listings(listing_ids: Iterable[int]) -> int:
     """Stop tracking these listings (polling skips them, the dispatcher drops their rows).
     Returns how many were newly paused."""
-    paused = Listing.objects.filter(id__in=list(listing_ids), paused=False).update(paused=True)
+    ids = list(listing_ids)
+    paused = Listing.objects.filter(id__in=ids, paused=False).update(paused=True)
     if paused:
         # The pages show a paused listing differently: cached ones are stale once committed.
-        transaction.on_commit(pagecache.prices_changed)
+        transaction.on_commit(lambda: pagecache.listings_changed(ids))
     return paused

@@ -6,12 +6,13 @@ import datetime as dt
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
@@ -19,12 +20,40 @@ from django.views.decorators.http import require_http_methods
 from watches import devices, intake, pagecache, product_intake, search, throttle, watchlist
 from watches.charts import price_chart
 from watches.forms import AddByJanForm, AddByLinkForm, WatchForm
-from watches.history import load_points
+from watches.history import load_points, newest_point_at
 from watches.models import Device, Listing, PricePoint, Product, Watch
 from watches.pagecache import CSRF_PLACEHOLDER
+from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
 
 PAGE_SIZE = 20
+# What only a listing's facts and chart show (`_listing_main`), which every poll may change;
+# the rest of its page (`_frame_fields`) is cached apart, with this in place of them.
+FACTS_ONLY = frozenset(
+    {
+        "price",
+        "shipping",
+        "in_stock",
+        "typical_price",
+        "last_polled_at",
+        "last_error",
+        "last_error_at",
+        "search_text",  # shown nowhere
+    }
+)
+MAIN_PLACEHOLDER = "listing-facts-and-chart-placeholder"
+_BY_ID = f"SELECT * FROM {Listing._meta.db_table} WHERE id = %s"  # noqa: S608 (our table)
+# What `watches/_listing_facts.html` shows, and is cached under.
+FACT_FIELDS = (
+    "price",
+    "shipping",
+    "in_stock",
+    "units_per_pack",
+    "unit_label",
+    "low_90",
+    "typical_price",
+    "url",
+)
 # The home page's query parameters when browsing (a search, `q`, is rendered every time).
 BROWSE_PARAMS = ("category", "page")
 # Adding by link asks a marketplace about a new item: a few a minute per address is plenty
@@ -204,18 +233,51 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
 
 def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse | None:
     """The listing page as every browser without a device gets it (a first visit: nothing
-    personal on it), cached whole until prices change — or None when this request's page is
-    its own (a device, whose watches it may show; a message waiting; a URL of its own)."""
+    personal on it), cached whole until this listing changes — or None when this request's
+    page is its own (a device, whose watches it may show; a message waiting; a URL of its
+    own)."""
     if not pagecache.shared(request) or devices.get_device(request) is not None:
         return None
 
     def render(csrf_token: str) -> str:
-        listing = get_object_or_404(Listing, pk=listing_id)
-        form = WatchForm(listing=listing)
-        return _listing_html(request, listing, form, None, [], timezone.now(), csrf_token)
+        listing = _listing_or_404(listing_id)
+        now = timezone.now()
+        # A poll changes only the facts and the chart: the rest of the page (the frame) is
+        # cached under the listing's other fields, so the page after a poll costs about
+        # what its facts do.
+        frame = pagecache.fragment(
+            "listing-frame",
+            (*_frame_fields(listing), request.get_full_path()),
+            lambda: _listing_html(
+                request, listing, WatchForm(listing=listing), None, [], now, csrf_token,
+                main=MAIN_PLACEHOLDER,
+            ),
+            pagecache.PURE,
+        )  # fmt: skip
+        return frame.replace(MAIN_PLACEHOLDER, _listing_main(listing, now))
 
-    # No query when cached: saving, pausing or deleting a listing moves the prices version on.
-    return pagecache.page(request, "listing", (listing_id,), render)
+    # No query when cached: observing, saving, pausing or deleting a listing moves its own
+    # version on; another listing's new price leaves this page as it is.
+    version = pagecache.listing_version(listing_id)
+    return pagecache.page(request, "listing", (listing_id,), render, version)
+
+
+def _listing_or_404(listing_id: int) -> Listing:
+    # The query written out: rendering the page after a poll is mostly cached fragments, and
+    # the ORM spends longer building a query by id than the database answering it.
+    found = list(Listing.objects.raw(_BY_ID, [listing_id]))
+    if not found:
+        raise Http404
+    return found[0]
+
+
+def _frame_fields(listing: Listing) -> tuple:
+    """What the listing page shows of the listing outside its facts and chart."""
+    return tuple(
+        getattr(listing, field.attname)
+        for field in Listing._meta.concrete_fields
+        if field.name not in FACTS_ONLY
+    )
 
 
 def _listing_html(
@@ -226,7 +288,9 @@ def _listing_html(
     mine: list[Watch],
     now: dt.datetime,
     csrf_token: str,
+    main: str | None = None,
 ) -> str:
+    """The listing page; `main` in place of its facts and chart when given."""
     if mine:
         first_seen = (
             PricePoint.objects.filter(listing=listing, observed_at__gte=now - LOW_WINDOW)
@@ -238,20 +302,18 @@ def _listing_html(
             # Already at hand: no query per watch.
             watch.listing = listing
             watch.first_seen = first_seen
-    target = watchlist.chart_target(listing, mine)
-    if target is None:
-        # The same for every visitor without a target on it: cached until prices change.
-        main = pagecache.fragment(
-            "listing-main", (listing.pk, listing.paused), lambda: _listing_main(listing, now)
-        )
-    else:
-        main = _listing_main(listing, now, target)
+    if main is None:
+        main = _listing_main(listing, now, watchlist.chart_target(listing, mine))
     if form.is_bound:
         watch_form = _watch_form(listing, form, csrf_token)
     else:
-        # The empty form depends only on the listing: cached, with the token put in.
+        # The empty form shows only the 90-day low and the pack size (and the language): cached
+        # under them, shared by every listing alike and never stale.
         watch_form = pagecache.fragment(
-            "watch-form", (listing.pk,), lambda: _watch_form(listing, form, CSRF_PLACEHOLDER)
+            "watch-form",
+            (listing.low_90, listing.units_per_pack, listing.unit_label),
+            lambda: _watch_form(listing, form, CSRF_PLACEHOLDER),
+            pagecache.PURE,
         ).replace(CSRF_PLACEHOLDER, csrf_token)
     return render_to_string(
         "watches/listing.html",
@@ -274,11 +336,45 @@ def _listing_html(
 
 def _listing_main(listing: Listing, now, target=None) -> str:
     """The listing's facts and its 90-day chart (with `target` as the device's line)."""
+    # A poll that finds the same price and stock changes only the time of the last check:
+    # the facts are cached under what they show.
+    facts = pagecache.fragment(
+        "listing-facts",
+        tuple(getattr(listing, name) for name in FACT_FIELDS),
+        lambda: render_to_string("watches/_listing_facts.html", {"listing": listing}),
+        pagecache.PURE,
+    )
+    if target is None:
+        # Most polls add no point (only a change, or the first in POLL_HISTORY_MIN_MINUTES,
+        # does): without a target the chart is cached under what it is drawn from — the
+        # newest point, the low and typical lines — and outlives the listing's version.
+        parts = (listing.pk, newest_point_at(listing.pk), listing.low_90, listing.typical_price)
+        chart = pagecache.fragment(
+            "chart", parts, lambda: _chart_html(listing, now), pagecache.PURE
+        )
+    else:
+        chart = _chart_html(listing, now, target)
+    # Put together here rather than by a template: after a poll that found the same price
+    # this is all of the page that is rendered, and a template cost more than the rest.
+    checked = ""
+    if listing.last_polled_at:
+        text = _("Price last checked %(at)s.") % {"at": when(listing.last_polled_at)}
+        checked = format_html('<p class="unit">{}</p>', text)
+    return format_html(
+        '<div class="listing-main">\n  {}\n  <h2>{}</h2>\n  {}\n  {}\n</div>',
+        facts,
+        _("Price history"),
+        chart,
+        checked,
+    )
+
+
+def _chart_html(listing: Listing, now: dt.datetime, target=None) -> str:
     points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
     chart = price_chart(
         points, now=now, low=listing.low_90, typical=listing.typical_price, target=target
     )
-    return render_to_string("watches/_listing_main.html", {"listing": listing, "chart": chart})
+    return render_to_string("watches/_price_chart.html", {"listing": listing, "chart": chart})
 
 
 def _watch_form(listing: Listing, form: WatchForm, csrf_token: str) -> str:

@@ -346,7 +346,7 @@ else:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "pages": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "BACKEND": "common.filecache.FileCache",
             "LOCATION": str(VAR_DIR / "cache" / "pages"),
             "OPTIONS": {"MAX_ENTRIES": 5000},
         },

@@ -19,14 +19,18 @@ With `fail_at_random(rate, seed)` it also misbehaves at random, whatever the ite
 the requests get one of FAULTS — 429 with a Retry-After, 500, a stall past the read timeout, a
 connection reset, or a malformed body.
 
-Every request is recorded (`requests`) so tests can see what was asked, and how often.
+Every request is recorded (`requests`) so tests can see what was asked, and how often, and
+its arrival time per application id (`arrivals`). With `per_second` set it also enforces the
+real API's limit as the real one counts it: a request beyond `per_second` of its application
+id in one wall-clock second is answered 429 (`too_many` counts them).
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 
 from tests.fakes.server import Answer, FakeAPI
 
@@ -75,12 +79,31 @@ class FakeIchiba(FakeAPI):
         self.fault_rate = 0.0
         self.faults: Counter[str] = Counter()
         self._random = random.Random(0)
+        self.arrivals: dict[str, list[float]] = defaultdict(list)  # app id -> time.time()s
+        self.per_second: int | None = None
+        self.too_many = 0
+        self._seconds: Counter[tuple[str, int]] = Counter()
 
     def arrived(self, query: dict[str, str]) -> dict[str, str] | None:
+        app_id = query.get("applicationId", "")
+        at = time.time()
+        self.arrivals[app_id].append(at)
+        self._seconds[app_id, int(at)] += 1
+        if self.per_second is not None and self._seconds[app_id, int(at)] > self.per_second:
+            self.too_many += 1
+            return {**query, "_fault": "rate_limited"}
         fault = self._pick_fault()
         if fault == "reset":
             return None
         return {**query, "_fault": fault} if fault else query
+
+    def max_per_second(self) -> dict[str, int]:
+        """The most requests any one wall-clock second saw, per application id."""
+        with self.lock:
+            most: dict[str, int] = {}
+            for (app_id, _), count in self._seconds.items():
+                most[app_id] = max(most.get(app_id, 0), count)
+            return most
 
     def fail_at_random(self, rate: float, seed: int, *, retry_after: str = "1") -> None:
         """From now on, fail `rate` of the requests, each with one of FAULTS at random."""

@@ -10,26 +10,24 @@ after; skipped with a reason when no Redis answers."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
-import redis
 from django.db import connection
-from django_q.brokers.redis_broker import Redis as RedisBroker
 from django_q.models import Task
 from django_q.tasks import async_task
 
 from outbox.models import Outbox, Status
 from tests.reliability.world import (
-    ROOT,
+    RedisQueue,
     child_env,
     demo_listings,
     dispatcher_processes,
     due_rows,
     log_tail,
     not_terminal,
+    redis_database,
+    start_cluster,
     stop,
     subscribed_devices,
 )
@@ -40,30 +38,9 @@ REDIS_DB = int(os.environ.get("RELIABILITY_REDIS_DB", "13"))
 CLUSTERS = 2
 
 
-class _Broker(RedisBroker):
-    """django-q2's Redis broker, on our Redis database whatever this process's Q_CLUSTER
-    says (the test process itself runs on the ORM broker)."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-        super().__init__(list_key="yasugoro")
-
-    def get_connection(self, list_key: str | None = None):
-        return redis.from_url(self._url)
-
-
 @pytest.fixture
 def redis_url():
-    url = f"{REDIS_SERVER}/{REDIS_DB}"
-    client = redis.from_url(url, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.skip(f"needs Redis at {REDIS_SERVER} ({type(exc).__name__}); CI starts one")
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
+    yield from redis_database(REDIS_SERVER, REDIS_DB)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,21 +52,9 @@ def test_two_qclusters_on_redis_dispatch_without_a_duplicate(
     ensure_schedule("outbox-dispatch", "outbox.tasks.dispatch", minutes=1)
     devices = subscribed_devices(push_service, 20)
     listings = demo_listings(10)
-    broker = _Broker(redis_url)
+    broker = RedisQueue(redis_url)
     env = child_env(REDIS_URL=redis_url, Q_WORKERS=2, OUTBOX_BATCH_SIZE=20, OUTBOX_DISPATCHERS=2)
-    clusters = []
-    for n in range(CLUSTERS):
-        with open(tmp_path / f"qcluster-{n}.log", "w") as out:  # the child keeps its copy
-            clusters.append(
-                subprocess.Popen(
-                    [sys.executable, "manage.py", "qcluster"],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
+    clusters = [start_cluster(env, tmp_path, f"qcluster-{n}") for n in range(CLUSTERS)]
     rows: list[int] = []
     started = time.monotonic()
     try:

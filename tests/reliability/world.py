@@ -11,12 +11,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+import redis
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
+from django_q.brokers.redis_broker import Redis as RedisBroker
 
 from demo.models import DemoProduct
 from outbox.enqueue import Detection, enqueue_many
@@ -127,6 +131,46 @@ def child_env(**extra: object) -> dict[str, str]:
     env.pop("REDIS_URL", None)
     env.update({key: str(value) for key, value in extra.items()})
     return env
+
+
+class RedisQueue(RedisBroker):
+    """django-q2's Redis broker, on our Redis database whatever this process's Q_CLUSTER
+    says (the test process itself runs on the ORM broker)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        super().__init__(list_key="yasugoro")
+
+    def get_connection(self, list_key: str | None = None):
+        return redis.from_url(self._url)
+
+
+def redis_database(server: str, db: int) -> Iterator[str]:
+    """For a fixture: the URL of Redis database `db` on `server`, flushed before and after;
+    the test is skipped with a reason when no Redis answers."""
+    url = f"{server}/{db}"
+    client = redis.from_url(url, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"needs Redis at {server} ({type(exc).__name__}); CI starts one")
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+
+
+def start_cluster(env: dict[str, str], logs: Path, name: str) -> subprocess.Popen:
+    """A `manage.py qcluster` in a session of its own (`stop` can end all its processes)."""
+    with open(logs / f"{name}.log", "w") as out:  # the child keeps its own copy
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def start_dispatcher(

@@ -14,6 +14,19 @@ it) atomically, and sleeps outside any lock. No two callers get the same slot an
 polls. `Budget` adds up several application ids of one marketplace: each request takes the
 id whose slot comes soonest.
 
+What the fleet's budget promises is what the marketplace counts: at most `rate` requests of an
+id arriving in any one wall-clock second (for a whole rate, or one request every 1/rate
+seconds), whatever the time each request takes from its slot to the marketplace. Slots
+evenly spaced at arbitrary moments would not keep it: a request due at 0.99 s that arrives at
+1.02 s shares second 1 with the next one, due and sent at 1.99 s. So the Redis limiter puts
+its slots on the configured rate's grid, in the middle of each interval (k + 0.5 s at 1/s,
+never a burst: a slot per interval at most), and a caller that wakes more than a quarter of
+an interval after its slot (`late_limit`) gives it up and takes the next: a request then
+has another quarter interval to arrive before it could reach the next interval's second.
+An idle budget's first request waits for the next grid point (half an interval on average).
+Above 5 requests/s the late limit stays at 50 ms, so a request there may cross into the next
+second: at such rates the promise is per interval on average, not per second.
+
 Why a small Lua script rather than the `limits` library (docs/decisions.md): `limits` answers
 "may I, now?" — a refused caller has to ask again and again — while a reservation answers "your
 slot is in 0.7 s" in one round trip; `limits`' Redis windows are stamped with each client's
@@ -25,11 +38,14 @@ as the reservation, which `limits`' fixed rate items cannot express.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+log = logging.getLogger("watches.marketplaces.ratelimit")
 
 
 class LimiterUnavailable(Exception):
@@ -112,6 +128,12 @@ FLOOR_FACTOR = 0.1
 INCREASE_PER_SECOND = 0.1 / 30  # of the configured rate
 CUT_GAP_SECONDS = 2.0
 _IDLE_EXPIRY = 86400  # state of an id nobody used for a day is forgotten
+# A caller this late for its slot (a quarter of the interval, at least 50 ms) takes another;
+# after this many missed slots in a row it gives up as if held off (the process is too slow
+# to keep the budget's promise, so it asks nothing).
+LATE_FRACTION = 0.25
+LATE_FLOOR_SECONDS = 0.05
+LATE_TRIES = 3
 
 # KEYS[1]: the budget's state (hash: tat, rate, rate_at, cut_at); KEYS[2]: the prefix of its
 # per-minute usage counters. ARGV: operation, now ('' = the Redis server's clock), the
@@ -135,18 +157,24 @@ if now > rate_at then
   rate = rate + base * tonumber(ARGV[7]) * (now - rate_at)
 end
 rate = math.max(floor_rate, math.min(base, rate))
+-- Slots fall on the configured rate's grid, mid-interval: k + 0.5 s at 1/s.
+local function on_grid(t)
+  return (math.ceil(t * base - 0.5 - 1e-6) + 0.5) / base
+end
 if op == 'peek' then
-  return {string.format('%.6f', math.max(0, tat - now)), string.format('%.6f', rate)}
+  local wait = on_grid(math.max(tat, now)) - now
+  return {string.format('%.6f', wait), string.format('%.6f', rate)}
 end
 if op == 'acquire' then
   local start = math.max(tat, now)
-  local wait = start - now
+  local slot = on_grid(start)
+  local wait = slot - now
   local max_wait = tonumber(ARGV[4])
   if max_wait and wait > max_wait then
     return {'-1', string.format('%.6f', rate)}
   end
   tat = start + 1 / rate
-  local used = KEYS[2] .. ':' .. math.floor(start / 60)
+  local used = KEYS[2] .. ':' .. math.floor(slot / 60)
   redis.call('INCR', used)
   redis.call('EXPIRE', used, 600)
   redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat),
@@ -176,7 +204,8 @@ class RedisRateLimiter:
     across every process that uses the same `key`, evenly spaced, lowered by a 429 (AIMD).
 
     `clock` None uses the Redis server's clock (one clock for every host); tests give a fake
-    one. `sleep` is how a caller waits for its slot."""
+    one. `sleep` is how a caller waits for its slot; how late it woke is measured on `clock`
+    when given, else on this process's monotonic clock."""
 
     def __init__(
         self,
@@ -195,6 +224,8 @@ class RedisRateLimiter:
         self._script = client.register_script(_SCRIPT)
         self._clock = clock
         self._sleep = sleep
+        self._elapsed = time.monotonic if clock is None else clock
+        self.late_limit = max(LATE_FLOOR_SECONDS, LATE_FRACTION / rate)
 
     def _run(self, op: str, extra: str = "") -> tuple[float, float]:
         import redis
@@ -218,12 +249,23 @@ class RedisRateLimiter:
         return float(first), float(rate)
 
     def acquire(self, max_wait: float | None = None) -> float | None:
-        wait, _ = self._run("acquire", "" if max_wait is None else repr(max_wait))
-        if wait < 0:
-            return None
-        if wait > 0:
-            self._sleep(wait)
-        return wait
+        """As `Limiter.acquire`; a slot this caller woke too late for is given up (it stays
+        unused) and the next one taken, at most LATE_TRIES times before giving up (None)."""
+        waited = 0.0
+        for _ in range(LATE_TRIES):
+            # Measured from before the round trip: an upper bound of the lateness, never less.
+            asked = self._elapsed()
+            wait, _ = self._run("acquire", "" if max_wait is None else repr(max_wait))
+            if wait < 0:
+                return None
+            if wait > 0:
+                self._sleep(wait)
+            waited += wait
+            late = self._elapsed() - asked - wait
+            if late <= self.late_limit:
+                return waited
+            log.info("%s: woke %.3f s after its slot; taking the next one", self.key, late)
+        return None
 
     def hold_off(self, seconds: float) -> None:
         """No slot for anyone before `seconds` from now, and the fleet's rate lowered."""

@@ -1,0 +1,69 @@
+"""The world the dispatch benches share: demo listings with their price history, and console
+watches with one due row each."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
+    """A demo product and a listing at ¥900 for each item code, with `days` of history,
+    `per_day` points a day (prices around ¥900–1,100, out of stock now and then)."""
+    from django.utils import timezone
+
+    from demo.models import DemoProduct
+    from watches.models import Listing, PricePoint
+
+    DemoProduct.objects.bulk_create(
+        (DemoProduct(item_code=c, name=f"bench item {c}", price=900) for c in codes),
+        batch_size=2000,
+    )
+    listings = Listing.objects.bulk_create(
+        (Listing(source="demo", item_code=c, name=f"bench item {c}", price=900) for c in codes),
+        batch_size=2000,
+    )
+    now = timezone.now()
+    step = dt.timedelta(days=1) / per_day
+    points = days * per_day
+    PricePoint.objects.bulk_create(
+        (
+            PricePoint(
+                listing=listing,
+                observed_at=now - (points - k) * step,
+                price=900 + (k * 37 + i) % 200,
+                shipping=0,
+                in_stock=k % 50 != 0,
+            )
+            for i, listing in enumerate(listings)
+            for k in range(points)
+        ),
+        batch_size=5000,
+    )
+    return listings
+
+
+def due_rows(devices: list, listings: list, count: int, channel: str) -> None:
+    """`count` target-price watches (¥950, the listings at ¥900) spread over `devices` and
+    `listings`, each with one due row on `channel`."""
+    from django.utils import timezone
+
+    from outbox.enqueue import Detection, enqueue_many
+    from watches.models import Trigger, Watch
+
+    watches = Watch.objects.bulk_create(
+        (
+            Watch(
+                device=devices[i % len(devices)],
+                listing=listings[i % len(listings)],
+                trigger=Trigger.TARGET_PRICE,
+                target_price=950,
+            )
+            for i in range(count)
+        ),
+        batch_size=2000,
+    )
+    now = timezone.now()
+    enqueue_many(
+        Detection(w.pk, w.device_id, channel, Trigger.TARGET_PRICE, now, {"price": 900})
+        for w in watches
+    )
