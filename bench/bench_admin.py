@@ -145,6 +145,7 @@ def measure(rounds: int) -> None:
     from django.utils import timezone
 
     from outbox.models import Outbox
+    from watches.models import Channel
 
     user = get_user_model().objects.create_superuser("bench", "", "bench")
     client = Client()
@@ -154,6 +155,7 @@ def measure(rounds: int) -> None:
     listing_id = Outbox.objects.filter(pk=some_id).values_list("watch__listing_id", flat=True)[0]
     adapt = connection.ops.adapt_datetimefield_value
     reasons = ", ".join(f"'{r}'" for r in _reasons())
+    channels = ", ".join(f"'{c}'" for c in Channel.values)
     since = adapt(now - dt.timedelta(days=2))
     due_now = adapt(now)
     # (label, url, bare query of the same shape)
@@ -167,8 +169,9 @@ def measure(rounds: int) -> None:
         (
             "overview page",
             "/admin/outbox/outbox/overview/",
-            "SELECT status, reason, count(*) FROM outbox_outbox WHERE status IN ('sent', "
-            f"'dropped') AND reason IN ({reasons}) AND updated_at >= '{since}' GROUP BY 1, 2",
+            "SELECT status, reason, channel, count(*) FROM outbox_outbox WHERE status IN "
+            f"('sent', 'dropped') AND reason IN ({reasons}) AND channel IN ({channels}) "
+            f"AND updated_at >= '{since}' GROUP BY 1, 2, 3",
         ),
         (
             "changelist ?status=failed",
@@ -192,6 +195,17 @@ def measure(rounds: int) -> None:
             "/admin/outbox/outbox/?queue=due",
             "SELECT id FROM outbox_outbox WHERE status IN ('pending', 'retry') AND "
             f"next_attempt_at <= '{due_now}' ORDER BY id DESC LIMIT 100",
+        ),
+        (
+            "changelist ?channel=email",
+            "/admin/outbox/outbox/?channel__exact=email",
+            "SELECT id FROM outbox_outbox WHERE channel = 'email' ORDER BY id DESC LIMIT 100",
+        ),
+        (
+            "changelist ?quiet_hours=held",
+            "/admin/outbox/outbox/?quiet_hours=held",
+            "SELECT id FROM outbox_outbox WHERE reason = 'quiet_hours' AND status = 'retry' "
+            "ORDER BY id DESC LIMIT 100",
         ),
         (
             "changelist ?listing=<id>",

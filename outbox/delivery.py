@@ -94,7 +94,8 @@ def deliver_all(
 
 
 def _gated(row: Outbox, message: Message, clock: Clock, lease: Lease | None) -> Delivery:
-    if lease is not None and not lease.may_start(row.pk):
+    # A digest starts only while every row it tells may start: it is one message.
+    if lease is not None and not all(lease.may_start(pk) for pk in message.rows or (row.pk,)):
         return _GATED
     return deliver_one(row, message, clock)
 

@@ -20,10 +20,12 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    observation rule) and is judged on the best offer in stock now, whichever shop it is;
 6. re-judges the trigger on the fresh value (and drops `already_notified` when a later
    delivery moved the watch's baseline past this detection) and builds the message from it;
-7. renews the batch's lease and records each delivery's intent (`outbox.lease`), delivers
-   (`outbox.delivery`, a bounded thread pool, no transaction open, the lease renewed while
-   it runs) and records `sent` (moving the watch's `last_notified_*`), `retry` with backoff
-   counted from the failure's answer, `failed` at the cap, or `dropped` (`outbox.recording`).
+7. renews the batch's lease and records each delivery's intent (`outbox.lease`), groups
+   the rows sendable to one device on one channel into one digest (`outbox.digests`; a row
+   alone is sent as it is), delivers (`outbox.delivery`, a bounded thread pool, no
+   transaction open, the lease renewed while it runs) and records, row by row, `sent`
+   (moving the watch's `last_notified_*`), `retry` with backoff counted from the failure's
+   answer, `failed` at the cap, or `dropped` (`outbox.recording`).
 
 Times come from an injectable clock (`outbox.clock`), read at the moment they describe: a
 claim's `claimed_at` when that batch is claimed, `sent_at` when the channel answered.
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
+from outbox import digests
 from outbox.claims import claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
@@ -194,8 +197,14 @@ def _decide_and_deliver(
             fetched_at = offers[product_id][0] if product_id else fresh[row.watch.listing_id][0]
             age = round((starting - fetched_at).total_seconds(), 3)
             decisions[row.pk].data["fresh_age_seconds"] = age
-        for row, delivery in deliver_all(to_send, cycle.clock, lease):
-            apply_delivery(decisions[row.pk], delivery)
+        # Several rows for one device and channel go out as one digest; each row still
+        # gets its own outcome from what the channel said about the digest.
+        sends = digests.plan(to_send)
+        delivered = deliver_all(sends, cycle.clock, lease)
+        for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
+            for row_id in message.rows or (row.pk,):
+                decisions[row_id].digest = digests.membership(message, row_id)
+                apply_delivery(decisions[row_id], delivery)
     return decisions, held
 
 

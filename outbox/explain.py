@@ -121,6 +121,13 @@ class Entry:
     # found (None when it was held back before asking the shop again).
     detected_price: int | None = None
     checked_price: int | None = None
+    # Sent in a digest: how many things it told (this one included); 0 when sent alone.
+    digest_size: int = 0
+
+    @property
+    def digest_others(self) -> int:
+        """The other things the digest this was sent in told."""
+        return max(self.digest_size - 1, 0)
 
 
 def explain(reason: str, status: str, channel: str = "") -> str:
@@ -158,6 +165,8 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
         return Entry(row, MAYBE_SENT, str(MAYBE_SENT_BECAUSE), None, "", row.updated_at)
     if status == Status.SENT:
         message = row.sent_message if isinstance(row.sent_message, dict) else {}
+        digest = message.get("digest")
+        size = digest.get("size") if isinstance(digest, dict) else 0
         return Entry(
             row,
             SENT,
@@ -165,6 +174,7 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
             _price(message.get("price")),
             str(message.get("body") or ""),
             row.sent_at or row.updated_at,
+            digest_size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
         )
     if status == Status.DROPPED:
         return Entry(

@@ -140,11 +140,19 @@ class Outbox(models.Model):
             models.Index(
                 fields=["claimed_at"], name="outbox_sending", condition=Q(status="sending")
             ),
-            # Admin overview and retention: counts per status/reason over a time window.
-            models.Index(fields=["status", "reason", "updated_at"], name="outbox_status_reason"),
+            # Admin overview and retention: counts per status, reason and channel over a time
+            # window — the overview names every (status, reason, channel) to seek each run
+            # to its time range, and groups in the index's order, with nothing to sort.
+            models.Index(
+                fields=["status", "reason", "channel", "updated_at"],
+                name="outbox_status_reason_channel",
+            ),
             # Admin changelist `?reason__exact=…` (newest first) and its capped count: a
             # rare reason among a million rows is found without reading the table.
             models.Index(fields=["reason", "id"], name="outbox_reason"),
+            # Admin changelist `?channel__exact=email` (newest first): the few rows of a
+            # little-used channel among a million, without reading the table.
+            models.Index(fields=["channel", "id"], name="outbox_channel"),
             # Admin filter "may have been delivered": a handful among a million rows.
             models.Index(
                 fields=["id"], name="outbox_maybe_delivered", condition=Q(maybe_delivered=True)
@@ -213,8 +221,8 @@ class DispatchRun(models.Model):
 
 class CountSnapshot(models.Model):
     """The counts of settled rows (sent, dropped) that last moved before `boundary`, per
-    service day, status and reason: what the overview would otherwise re-count from a
-    million rows on every view. Taken daily (`outbox.summary.refresh_snapshot`); only the
+    service day, status, reason and channel: what the overview would otherwise re-count
+    from a million rows on every view. Taken daily (`outbox.summary.refresh_snapshot`); only the
     latest is kept."""
 
     taken_at = models.DateTimeField()
@@ -237,12 +245,14 @@ class CountSnapshotRow(models.Model):
     day = models.DateField()  # the service day (Asia/Tokyo) of updated_at
     status = models.CharField(max_length=10, choices=Status.choices)
     reason = models.CharField(max_length=30, blank=True)
+    channel = models.CharField(max_length=20, blank=True)
     rows = models.PositiveBigIntegerField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["snapshot", "day", "status", "reason"], name="countsnapshotrow_key"
+                fields=["snapshot", "day", "status", "reason", "channel"],
+                name="countsnapshotrow_key_channel",
             )
         ]
 

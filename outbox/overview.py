@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 
 from outbox.models import DispatchRun, Reason, Status
 from outbox.stats import ALL_TIME, CHART_STATUSES, REASONED, DayCounts, OutboxStats
+from watches.models import Channel
 
 WINDOW_LABELS = {
     "1h": _("Last hour"),
@@ -108,6 +109,8 @@ class Overview:
     windows: list[tuple[str, str]]  # (heading, label)
     status_rows: list[CountRow]
     reason_tables: list[ReasonTable]
+    # One table per channel seen: its rows per status (those with any row).
+    channel_tables: list[ReasonTable]
     lag_seconds: int
     lag_text: str
     lag_warning: bool
@@ -164,12 +167,40 @@ def build_overview(stats: OutboxStats, changelist_url: str) -> Overview:
         )
         for status in REASONED
     ]
+    channel_tables = [
+        ReasonTable(
+            status=channel,
+            label=_channel_label(channel),
+            rows=[
+                CountRow(
+                    key=status.value,
+                    label=status.label,
+                    cells=[
+                        Cell(
+                            counts[w],
+                            link(
+                                channel__exact=channel,
+                                status__exact=status.value,
+                                since=since(w),
+                            ),
+                        )
+                        for w in stats.windows
+                    ],
+                    total_url=link(channel__exact=channel, status__exact=status.value),
+                )
+                for status in Status
+                if any((counts := by_status[status.value]).values())
+            ],
+        )
+        for channel, by_status in stats.channels.items()
+    ]
     last_run = stats.last_run
     return Overview(
         stats=stats,
         windows=[(WINDOW_SHORT.get(w, w), WINDOW_LABELS.get(w, w)) for w in stats.windows],
         status_rows=status_rows,
         reason_tables=reason_tables,
+        channel_tables=channel_tables,
         lag_seconds=stats.lag_seconds,
         lag_text=short_duration(stats.lag_seconds) if stats.oldest_due_at else gettext("none"),
         lag_warning=stats.lag_seconds > LAG_WARNING_SECONDS,
@@ -199,6 +230,13 @@ def short_duration(seconds: int) -> str:
     if hours:
         return gettext("%(d)d d %(h)d h") % {"d": days, "h": hours}
     return gettext("%(d)d d") % {"d": days}
+
+
+def _channel_label(channel: str) -> str:
+    try:
+        return str(Channel(channel).label)
+    except ValueError:  # a channel no longer configured still gets counted and shown
+        return channel
 
 
 def _reason_label(reason: str) -> str:

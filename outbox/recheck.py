@@ -58,6 +58,8 @@ class Decision:
     value: Decimal | None = None
     # When the failure or the delivery was answered: what `sent_at` and backoff count from.
     answered_at: dt.datetime | None = None
+    # The digest the row was delivered in (`outbox.digests.membership`), or None.
+    digest: dict | None = None
 
 
 def guard(row: Outbox) -> Reason | None:

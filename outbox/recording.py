@@ -31,6 +31,8 @@ def apply_delivery(decision: Decision, delivery: Delivery) -> None:
     """Fold what the channel said into a `sent` decision: its facts into the event, or its
     error's outcome (`DELIVERY_OUTCOME`) instead of `sent`."""
     decision.answered_at = delivery.answered_at
+    if decision.digest is not None:
+        decision.data = {**(decision.data or {}), "digest": decision.digest}
     if delivery.error is None:
         if delivery.facts:
             decision.data = {**(decision.data or {}), "delivery": dict(delivery.facts)}
@@ -77,6 +79,8 @@ def record(
             for row_id in won
             if outcomes[row_id].reason == Reason.SUBSCRIPTION_GONE
         )
+        # The rows of a refused digest were one mail: record_bounces counts each (device,
+        # address) pair once.
         services.record_bounces(
             (
                 (by_row[row_id].device_id, by_row[row_id].device.email)
@@ -97,6 +101,9 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     if to == Status.SENT:
         values["sent_at"] = now
         values["sent_message"] = decision.message.as_json()
+        if decision.digest is not None:
+            # The row's own item, and the digest it went out in (the history page says so).
+            values["sent_message"]["digest"] = decision.digest
     elif to == Status.RETRY:
         increment = ("retry_count",)
         values["next_attempt_at"] = now + backoff(row.retry_count, decision.retry_after)

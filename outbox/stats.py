@@ -3,11 +3,12 @@
 
 A handful of queries, each answered from an index or a small table:
 1. the settled rows (sent, dropped) that last moved before the daily snapshot's boundary —
-   from the snapshot (`outbox.summary`), per service day, status and reason;
-2. the settled rows that moved since — one GROUP BY over the covering index
-   `outbox_status_reason` (status, reason, updated_at), seeking each (status, reason) run to
-   the boundary, with `COUNT(…) FILTER (WHERE updated_at >= …)` per window (last hour, 24 h,
-   7 days) and, for the chart, per service day;
+   from the snapshot (`outbox.summary`), per service day, status, reason and channel;
+2. the settled rows that moved since — one GROUP BY (status, reason, channel) over the
+   covering index `outbox_status_reason_channel` (status, reason, channel, updated_at),
+   seeking each (status, reason, channel) run to the boundary, in index order, with
+   `COUNT(…) FILTER (WHERE updated_at >= …)` per window (last hour, 24 h, 7 days) and, for
+   the chart, per service day;
 3. every row in another status (the queue and the failed rows: few) — the same, whole;
 4. the oldest due row (queue lag) — the queue rows only (`outbox_due`);
 5. rows stuck in `sending` past the lease — the `sending` rows only;
@@ -41,6 +42,7 @@ from outbox.models import (
     Status,
 )
 from outbox.summary import snapshot_days, snapshot_totals, usable_snapshot
+from watches.models import Channel
 
 ALL_TIME = "all"
 # The overview's windows, shortest first; None is all time.
@@ -118,6 +120,8 @@ class OutboxStats:
     status: dict[str, dict[str, int]]
     # dropped / retry / failed → reason → window → count; only reasons seen at all
     reasons: dict[str, dict[str, dict[str, int]]]
+    # channel → status → window → count; only channels seen at all
+    channels: dict[str, dict[str, dict[str, int]]]
     oldest_due_at: dt.datetime | None
     stuck: int
     last_run: DispatchRun | None
@@ -138,6 +142,10 @@ class OutboxStats:
                 }
                 for status, by_reason in self.reasons.items()
             },
+            "channels": {
+                channel: {status: counts[window] for status, counts in by_status.items()}
+                for channel, by_status in self.channels.items()
+            },
             "lag_seconds": self.lag_seconds,
             "stuck": self.stuck,
         }
@@ -155,12 +163,13 @@ def outbox_stats(
     (`outbox.summary`); everything else is counted live. About 10 small queries."""
     now = now or timezone.now()
     pairs, per_day = _counts(now, windows, chart_days)
-    status, reasons = _arrange(pairs, list(windows))
+    status, reasons, channels = _arrange(pairs, list(windows))
     return OutboxStats(
         now=now,
         windows=tuple(windows),
         status=status,
         reasons=reasons,
+        channels=channels,
         oldest_due_at=oldest_due_at(now),
         stuck=Outbox.objects.filter(stuck_in_sending(now)).count(),
         last_run=DispatchRun.objects.order_by("-started_at").first(),
@@ -168,14 +177,15 @@ def outbox_stats(
     )
 
 
-Pairs = dict[tuple[str, str], dict[str, int]]
+# (status, reason, channel) → window → count
+Pairs = dict[tuple[str, str, str], dict[str, int]]
 PerDay = dict[tuple[dt.date, str], int]
 
 
 def _counts(
     now: dt.datetime, windows: Mapping[str, dt.timedelta | None], chart_days: int
 ) -> tuple[Pairs, PerDay]:
-    """Counts per (status, reason) for each window, and per (service day, status) over the
+    """Counts per (status, reason, channel) for each window, and per (service day, status) over the
     chart's days. With a usable snapshot (boundary B), settled rows are counted
     - since B: live, one pass over a day or two of the covering index `outbox_status_reason`
       (`COUNT … FILTER` per window and per chart day, so nothing is sorted);
@@ -203,9 +213,10 @@ def _counts(
     if snapshot is None:
         _add_live(pairs, per_day, settled, now, windows, days)
         return pairs, per_day
-    # Naming every (status, reason) pair lets the database seek, in each run of the index,
-    # straight to a range of times. Reasons only ever come from the closed vocabulary.
-    settled = settled.filter(reason__in=["", *Reason.values])
+    # Naming every (status, reason, channel) lets the database seek, in each run of the
+    # index, straight to a range of times, and group in the index's order. Reasons and
+    # channels only ever come from their closed vocabularies.
+    settled = settled.filter(reason__in=["", *Reason.values], channel__in=Channel.values)
     boundary = snapshot.boundary
     recent_windows = {
         name: (length if length is not None and now - length >= boundary else None)
@@ -215,8 +226,8 @@ def _counts(
     _add_live(
         pairs, per_day, settled.filter(updated_at__gte=boundary), now, recent_windows, recent_days
     )
-    for pair, n in snapshot_totals(snapshot).items():
-        counts = pairs.setdefault(pair, dict.fromkeys(windows, 0))
+    for key, n in snapshot_totals(snapshot).items():
+        counts = pairs.setdefault(key, dict.fromkeys(windows, 0))
         for name, length in windows.items():
             if length is None:
                 counts[name] += n
@@ -224,9 +235,9 @@ def _counts(
     starts = [now - length for length in windows.values() if length is not None]
     firsts = [service_day(start) for start in starts] + ([days[0][0]] if days else [])
     by_day = snapshot_days(snapshot, min(firsts)) if firsts else {}
-    for (day, status_name, reason), n in by_day.items():
+    for (day, status_name, reason, channel), n in by_day.items():
         start = _day_start(day)
-        counts = pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))
+        counts = pairs.setdefault((status_name, reason, channel), dict.fromkeys(windows, 0))
         for name, length in windows.items():
             if length is not None and start >= now - length:
                 counts[name] += n
@@ -240,12 +251,12 @@ def _counts(
         end = _day_start(service_day(begin)) + dt.timedelta(days=1)
         rows = (
             settled.filter(updated_at__gte=begin, updated_at__lt=end)
-            .order_by("status", "reason")
-            .values_list("status", "reason")
+            .order_by("status", "reason", "channel")
+            .values_list("status", "reason", "channel")
             .annotate(n=Count("*"))
         )
-        for status_name, reason, n in rows:
-            pairs.setdefault((status_name, reason), dict.fromkeys(windows, 0))[name] += n
+        for status_name, reason, channel, n in rows:
+            pairs.setdefault((status_name, reason, channel), dict.fromkeys(windows, 0))[name] += n
     return pairs, per_day
 
 
@@ -257,7 +268,7 @@ def _add_live(
     windows: Mapping[str, dt.timedelta | None],
     days: list[tuple[dt.date, dt.datetime, dt.datetime]],
 ) -> None:
-    """Add one GROUP BY (status, reason) of `rows`: all of them into each window that is
+    """Add one GROUP BY (status, reason, channel) of `rows`: all of them into each window that is
     None (all time), those moved since its start into the others, and per chart day."""
     # COUNT(*) and counts of `updated_at` (never null): columns of the index, so PostgreSQL
     # answers from the index alone, as SQLite does (COUNT(id) would read every row).
@@ -269,8 +280,10 @@ def _add_live(
         aggregates[f"d{j}"] = Count(
             "updated_at", filter=Q(updated_at__gte=start, updated_at__lt=end)
         )
-    for row in rows.order_by("status", "reason").values("status", "reason").annotate(**aggregates):
-        counts = pairs.setdefault((row["status"], row["reason"]), dict.fromkeys(windows, 0))
+    grouped = rows.order_by("status", "reason", "channel").values("status", "reason", "channel")
+    for row in grouped.annotate(**aggregates):
+        key = (row["status"], row["reason"], row["channel"])
+        counts = pairs.setdefault(key, dict.fromkeys(windows, 0))
         for i, (name, length) in enumerate(windows.items()):
             counts[name] += row["n"] if length is None else row[f"w{i}"]
         if row["status"] not in {s.value for s in CHART_STATUSES}:
@@ -306,23 +319,39 @@ def _day_ranges(now: dt.datetime, days: int) -> list[tuple[dt.date, dt.datetime,
 
 
 def _arrange(
-    pairs: dict[tuple[str, str], dict[str, int]], names: list[str]
-) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
-    """Counts per status, and per reason of the reasoned statuses, most frequent first."""
+    pairs: Pairs, names: list[str]
+) -> tuple[
+    dict[str, dict[str, int]],
+    dict[str, dict[str, dict[str, int]]],
+    dict[str, dict[str, dict[str, int]]],
+]:
+    """Counts per status, per reason of the reasoned statuses (most frequent first), and
+    per channel and status."""
     status: dict[str, dict[str, int]] = {s.value: dict.fromkeys(names, 0) for s in Status}
     reasons: dict[str, dict[str, dict[str, int]]] = {s.value: {} for s in REASONED}
-    for (status_name, reason), counts in pairs.items():
+    channels: dict[str, dict[str, dict[str, int]]] = {}
+    for (status_name, reason, channel), counts in pairs.items():
         per_status = status.setdefault(status_name, dict.fromkeys(names, 0))
+        per_channel = channels.setdefault(
+            channel, {s.value: dict.fromkeys(names, 0) for s in Status}
+        )
+        per_channel_status = per_channel.setdefault(status_name, dict.fromkeys(names, 0))
+        per_reason = (
+            reasons[status_name].setdefault(reason, dict.fromkeys(names, 0))
+            if status_name in reasons
+            else None
+        )
         for name, n in counts.items():
             per_status[name] += n
-        if status_name in reasons:
-            reasons[status_name][reason] = counts
+            per_channel_status[name] += n
+            if per_reason is not None:
+                per_reason[name] += n
     # Most frequent reason first: that is what staff look at.
     for status_name, by_reason in reasons.items():
         reasons[status_name] = dict(
             sorted(by_reason.items(), key=lambda item: (-max(item[1].values()), item[0]))
         )
-    return status, reasons
+    return status, reasons, dict(sorted(channels.items()))
 
 
 def service_today(now: dt.datetime) -> dt.date:

@@ -65,17 +65,22 @@ def refresh_snapshot(
         )
         .annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
         .order_by()
-        .values("day", "status", "reason")
+        .values("day", "status", "reason", "channel")
         .annotate(n=Count("*"))
     )
-    rows = [(_date(row["day"]), row["status"], row["reason"], row["n"]) for row in counts]
+    rows = [
+        (_date(row["day"]), row["status"], row["reason"], row["channel"], row["n"])
+        for row in counts
+    ]
     with transaction.atomic():
         snapshot.objects.all().delete()
         taken = snapshot.objects.create(taken_at=now, boundary=boundary, last_id=last_id)
         snapshot_row.objects.bulk_create(
             (
-                snapshot_row(snapshot=taken, day=day, status=status, reason=reason, rows=n)
-                for day, status, reason, n in rows
+                snapshot_row(
+                    snapshot=taken, day=day, status=status, reason=reason, channel=channel, rows=n
+                )
+                for day, status, reason, channel, n in rows
             ),
             batch_size=500,
         )
@@ -95,16 +100,18 @@ def usable_snapshot(now: dt.datetime) -> CountSnapshot | None:
     return taken
 
 
-def snapshot_totals(taken: CountSnapshot) -> dict[tuple[str, str], int]:
-    """(status, reason) → rows, over all the snapshot's days."""
-    rows = taken.rows.order_by().values_list("status", "reason").annotate(n=Sum("rows"))
-    return {(status, reason): n for status, reason, n in rows}
+def snapshot_totals(taken: CountSnapshot) -> dict[tuple[str, str, str], int]:
+    """(status, reason, channel) → rows, over all the snapshot's days."""
+    rows = taken.rows.order_by().values_list("status", "reason", "channel").annotate(n=Sum("rows"))
+    return {(status, reason, channel): n for status, reason, channel, n in rows}
 
 
-def snapshot_days(taken: CountSnapshot, since: dt.date) -> dict[tuple[dt.date, str, str], int]:
-    """(service day, status, reason) → rows, for the snapshot's days from `since` on."""
-    rows = taken.rows.filter(day__gte=since).values_list("day", "status", "reason", "rows")
-    return {(_date(day), status, reason): n for day, status, reason, n in rows}
+def snapshot_days(taken: CountSnapshot, since: dt.date) -> dict[tuple[dt.date, str, str, str], int]:
+    """(service day, status, reason, channel) → rows, for the snapshot's days from `since`."""
+    rows = taken.rows.filter(day__gte=since).values_list(
+        "day", "status", "reason", "channel", "rows"
+    )
+    return {(_date(day), status, reason, channel): n for day, status, reason, channel, n in rows}
 
 
 def _date(value) -> dt.date:

@@ -20,6 +20,7 @@ from outbox.stats import WINDOWS, outbox_stats, parse_since
 from tests.factories import DispatchRunFactory, ListingFactory, OutboxFactory, WatchFactory
 from tests.fakes.ichiba import APP_ID
 from watches.marketplaces.ratelimit import app_id_label
+from watches.models import Channel
 
 pytestmark = pytest.mark.django_db
 
@@ -157,6 +158,7 @@ def test_every_overview_link_lists_exactly_the_rows_it_counts(admin_client, seed
         overview = admin_client.get(OVERVIEW_URL).context["overview"]
         cells = [c for row in overview.status_rows for c in row.cells]
         cells += [c for t in overview.reason_tables for row in t.rows for c in row.cells]
+        cells += [c for t in overview.channel_tables for row in t.rows for c in row.cells]
         for cell in cells:
             listed = admin_client.get(cell.url).context["cl"].result_count
             assert listed == cell.count, cell.url
@@ -269,9 +271,16 @@ def test_outbox_stats_json_agrees_with_the_overview(admin_client, seeded):
                 t.status: {r.key: r.cells[column].count for r in t.rows if r.cells[column].count}
                 for t in overview.reason_tables
             }
+            assert {
+                channel: {key: n for key, n in counts.items() if n}
+                for channel, counts in data["channels"].items()
+            } == {
+                t.status: {r.key: r.cells[column].count for r in t.rows if r.cells[column].count}
+                for t in overview.channel_tables
+            }
             assert data["lag_seconds"] == overview.lag_seconds == 3 * 24 * 3600
             assert data["stuck"] == overview.stuck == 1
-    assert set(data) == {"status", "reasons", "lag_seconds", "stuck"}
+    assert set(data) == {"status", "reasons", "channels", "lag_seconds", "stuck"}
     assert set(data["reasons"]) == {"dropped", "retry", "failed"}
 
 
@@ -327,6 +336,8 @@ def seed_a_season() -> None:
             detected = NOW - dt.timedelta(days=day, hours=i)
             OutboxFactory(
                 watch=watch,
+                # Both channels, so the per-channel counts are checked too.
+                channel=Channel.EMAIL if (day + i) % 3 == 0 else Channel.WEBPUSH,
                 status=status,
                 reason=reason,
                 detected_at=detected,
@@ -353,6 +364,8 @@ def test_a_snapshot_changes_no_figure(django_assert_max_num_queries):
         snapped = outbox_stats(now=NOW)
     assert snapped.status == live.status
     assert snapped.reasons == live.reasons
+    assert snapped.channels == live.channels
+    assert set(live.channels) >= {Channel.EMAIL.value, Channel.WEBPUSH.value}
     assert snapped.daily == live.daily
     # and the window counts still list exactly what they count
     assert snapped.status["sent"]["7d"] == live.status["sent"]["7d"] > 0
@@ -377,6 +390,7 @@ def test_a_snapshot_counts_every_window_and_day_as_counting_everything_would():
     for stats in (older, snapped):
         assert stats.status == live.status
         assert stats.reasons == live.reasons
+        assert stats.channels == live.channels
         assert stats.daily == live.daily
 
 
@@ -439,3 +453,32 @@ def test_overview_page_shows_the_marketplace_budget_and_watched_coverage(
     html = response.content.decode()
     assert "33 % in 15 min · 67 % in 1 h" in html
     assert app_id_label(APP_ID) in html and APP_ID not in html
+
+
+def test_overview_counts_per_channel_with_links_to_exactly_those_rows(admin_client):
+    with time_machine.travel(NOW, tick=False):
+        for channel, status, reason in [
+            (Channel.EMAIL, Status.SENT, Reason.DELIVERED),
+            (Channel.EMAIL, Status.SENT, Reason.DELIVERED),
+            (Channel.EMAIL, Status.DROPPED, Reason.RECIPIENT_REFUSED),
+            (Channel.WEBPUSH, Status.SENT, Reason.DELIVERED),
+            (Channel.WEBPUSH, Status.RETRY, Reason.QUIET_HOURS),
+        ]:
+            OutboxFactory(channel=channel, status=status, reason=reason, updated_at=ago(hours=2))
+        overview = admin_client.get(OVERVIEW_URL).context["overview"]
+        tables = {
+            t.status: {r.key: tuple(c.count for c in r.cells) for r in t.rows}
+            for t in overview.channel_tables
+        }
+        # windows: 1h, 24h, 7d, all
+        assert tables == {
+            "email": {"sent": (0, 2, 2, 2), "dropped": (0, 1, 1, 1)},
+            "webpush": {"sent": (0, 1, 1, 1), "retry": (0, 1, 1, 1)},
+        }
+        for table in overview.channel_tables:
+            for row in table.rows:
+                for cell in row.cells:
+                    listed = admin_client.get(cell.url).context["cl"].result_count
+                    assert listed == cell.count, cell.url
+        html = admin_client.get(OVERVIEW_URL, headers={"accept-language": "en"}).content.decode()
+        assert "E-mail by status" in html

@@ -19,17 +19,18 @@ from watches.marketplaces.ratelimit import RateLimiter, install_limiter
 
 
 def _subscribed_rows(push_service, rows: int, listings: int = 3) -> list[Outbox]:
-    subscriber = push_service.new_subscriber()
-    device = SubscribedDeviceFactory(
-        push_endpoint=subscriber.endpoint,
-        push_p256dh=subscriber.p256dh,
-        push_auth=b64url(subscriber.auth),
-    )
+    """`rows` rows, each for its own subscribed device: one push per row (rows of one
+    device would go out as one digest)."""
     shelf = ListingFactory.create_batch(listings, price=900)
-    watches = [
-        WatchFactory(device=device, listing=shelf[i % listings], target_price=950)
-        for i in range(rows)
-    ]
+    watches = []
+    for i in range(rows):
+        subscriber = push_service.new_subscriber()
+        device = SubscribedDeviceFactory(
+            push_endpoint=subscriber.endpoint,
+            push_p256dh=subscriber.p256dh,
+            push_auth=b64url(subscriber.auth),
+        )
+        watches.append(WatchFactory(device=device, listing=shelf[i % listings], target_price=950))
     now = timezone.now()
     enqueue_many(Detection.for_watch(w, now, {"price": 900}) for w in watches)
     return list(Outbox.objects.order_by("id"))

@@ -15,7 +15,13 @@ from django.utils.translation import gettext_lazy as _
 
 from outbox import levers
 from outbox.admin.display import choice_label, compact_time
-from outbox.admin.filters import ListingFilter, MaybeDeliveredFilter, QueueFilter, SinceFilter
+from outbox.admin.filters import (
+    ListingFilter,
+    MaybeDeliveredFilter,
+    QueueFilter,
+    QuietHoursFilter,
+    SinceFilter,
+)
 from outbox.admin.overview_page import OverviewMixin
 from outbox.admin.row_detail import RowDetailMixin
 from outbox.models import DUE_STATUSES, TERMINAL, Outbox, Reason, Status
@@ -48,6 +54,7 @@ class OutboxAdmin(
         SinceFilter,
         MaybeDeliveredFilter,
         "channel",
+        QuietHoursFilter,
         "trigger",
         ("detected_at", admin.DateFieldListFilter),
         ListingFilter,

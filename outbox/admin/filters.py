@@ -1,16 +1,18 @@
 """The outbox changelist's own filters: where a row stands in the queue, when its status
-changed, whether it may have been delivered unrecorded, and which listing it is about."""
+changed, whether it may have been delivered unrecorded, quiet hours, and which listing it is
+about."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from outbox.models import DUE_STATUSES
+from outbox.models import DUE_STATUSES, Reason, Status
 from outbox.overview import WINDOW_LABELS
 from outbox.stats import WINDOWS, due_now, stuck_in_sending
-from watches.models import Listing, Watch
+from watches.models import Device, Listing, Watch
 
 
 class SinceFilter(admin.SimpleListFilter):
@@ -103,3 +105,27 @@ class ListingFilter(admin.SimpleListFilter):
         # join would have the database walk the whole outbox looking for them.
         watches = Watch.objects.filter(listing_id=int(value)).values("id")
         return queryset.filter(watch__in=watches)
+
+
+class QuietHoursFilter(admin.SimpleListFilter):
+    """Quiet hours: rows held now until their device's quiet window ends (from the reason
+    index), or every row of devices that keep quiet hours."""
+
+    title = _("quiet hours")
+    parameter_name = "quiet_hours"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("held", _("Held now until the window ends")),
+            ("device", _("Devices with quiet hours")),
+        ]
+
+    def queryset(self, request, queryset):
+        match self.value():
+            case "held":
+                return queryset.filter(reason=Reason.QUIET_HOURS, status=Status.RETRY)
+            case "device":
+                # The devices first (few), then their rows through the device index.
+                quiet = Device.objects.filter(quiet_start__isnull=False, quiet_end__isnull=False)
+                return queryset.filter(device__in=quiet.exclude(quiet_start=F("quiet_end")))
+        return queryset

@@ -4,11 +4,13 @@ re-fetched and decided, the message that went out, and the timeline of every tra
 from __future__ import annotations
 
 from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from outbox.admin.display import admin_link, full_time, json_block, pretty_json
+from outbox.digests import first_row
 from outbox.models import Outbox, OutboxEvent, Status
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
 
@@ -59,7 +61,7 @@ class RowDetailMixin:
             },
         ),
         (_("Detected, then re-fetched at each attempt"), {"fields": ("attempts_side_by_side",)}),
-        (_("Sent message"), {"fields": ("sent_message_pretty",)}),
+        (_("Sent message"), {"fields": ("digest_link", "sent_message_pretty")}),
     )
     readonly_fields = (
         "status",
@@ -82,6 +84,7 @@ class RowDetailMixin:
         "attempt_started_at",
         "maybe_delivered",
         "attempts_side_by_side",
+        "digest_link",
         "sent_message_pretty",
     )
 
@@ -120,3 +123,45 @@ class RowDetailMixin:
     @admin.display(description=_("sent message"))
     def sent_message_pretty(self, row: Outbox) -> str:
         return "—" if row.sent_message is None else json_block(row.sent_message)
+
+    @admin.display(description=_("digest"))
+    def digest_link(self, row: Outbox) -> str:
+        """The digest the row last went out (or was tried) in: its id and every row in it,
+        each linked; a dash when the row was sent alone."""
+        facts = _digest_facts(row)
+        if facts is None:
+            return "—"
+        rows = facts.get("rows") or _digest_rows(facts["id"])
+        links = format_html_join(
+            " ",
+            '<a href="{}">#{}</a>',
+            ((reverse("admin:outbox_outbox_change", args=[pk]), pk) for pk in rows),
+        )
+        size = gettext("%(n)s rows") % {"n": facts.get("size", len(rows))}
+        return format_html("<code>{}</code> · {}: {}", facts["id"], size, links)
+
+
+def _digest_facts(row: Outbox) -> dict | None:
+    """What the row's last attempt recorded of its digest (`outbox.digests.membership`)."""
+    message = row.sent_message if isinstance(row.sent_message, dict) else {}
+    if isinstance(message.get("digest"), dict):
+        return message["digest"]
+    for data in (
+        row.events.filter(from_status=Status.SENDING)
+        .order_by("-at", "-id")
+        .values_list("data", flat=True)
+    ):
+        if isinstance(data, dict) and isinstance(data.get("digest"), dict):
+            return data["digest"]
+    return None
+
+
+def _digest_rows(digest: str) -> list[int]:
+    """Every row of `digest`, as its first row (named in the id) recorded them."""
+    first = first_row(digest)
+    events = OutboxEvent.objects.filter(outbox_id=first, from_status=Status.SENDING)
+    for data in events.values_list("data", flat=True):
+        facts = data.get("digest") if isinstance(data, dict) else None
+        if isinstance(facts, dict) and facts.get("id") == digest and facts.get("rows"):
+            return facts["rows"]
+    return [first] if first is not None else []

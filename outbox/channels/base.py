@@ -56,6 +56,11 @@ class Message:
     urgency: str = "normal"
     icon: str = ""
     data: dict = field(default_factory=dict)
+    # A digest (outbox.digests): one message per row it tells, the rows' ids in the same
+    # order, and its id — empty for the message of one row.
+    items: tuple[Message, ...] = ()
+    rows: tuple[int, ...] = ()
+    digest_id: str = ""
 
     def as_json(self) -> dict:
         return {

@@ -2,7 +2,8 @@
 production, the console under `make run`).
 
 Each mail has a text and an HTML part in the device's language, a `Message-ID` fixed by the
-outbox row (a re-send after a crash is the same message, which mail clients fold), and the
+outbox row — or, for a digest of several rows (`outbox.digests`), by the digest's rows — (a
+re-send after a crash is the same message, which mail clients fold), and the
 RFC 8058 headers `List-Unsubscribe` (a signed URL) and `List-Unsubscribe-Post:
 List-Unsubscribe=One-Click`, with the same link in the body.
 
@@ -55,8 +56,12 @@ class EmailChannel:
         return {"message_id": mail.extra_headers["Message-ID"]}
 
 
-def message_id(row: Outbox) -> str:
-    """Stable per outbox row: a second delivery of the same row is the same message."""
+def message_id(row: Outbox, message: Message | None = None) -> str:
+    """Stable per outbox row: a second delivery of the same row is the same message. A
+    digest's is its id's, which the rows it tells decide: the same rows sent again after a
+    crash are the same mail."""
+    if message is not None and message.digest_id:
+        return f"<outbox-digest-{message.digest_id}@{_domain()}>"
     return f"<outbox-{row.pk}@{_domain()}>"
 
 
@@ -71,15 +76,19 @@ def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
         "unsubscribe_url": unsubscribe_url,
         "settings_url": settings.SITE_URL + reverse("device-settings"),
     }
+    template = "digest" if message.items else "notification"
+    if message.items:
+        context["items"] = [(item, settings.SITE_URL + item.url) for item in message.items]
     with translation.override(device.language):
-        text = render_to_string("outbox/email/notification.txt", context)
-        html = render_to_string("outbox/email/notification.html", context)
+        text = render_to_string(f"outbox/email/{template}.txt", context)
+        html = render_to_string(f"outbox/email/{template}.html", context)
+    subject = message.title if message.items else f"{message.title} — {message.body}"
     mail = EmailMultiAlternatives(
-        subject=clip(f"{message.title} — {message.body}", 150),
+        subject=clip(subject, 150),
         body=text,
         to=[device.email],
         headers={
-            "Message-ID": message_id(row),
+            "Message-ID": message_id(row, message),
             "List-Unsubscribe": f"<{unsubscribe_url}>",
             "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
             # Mail clients and servers that know it send no out-of-office replies to this.

@@ -131,11 +131,42 @@ def payload(message: Message) -> dict[str, Any]:
         "listing": message.listing_id,
         "price": message.price,
     }
+    if message.items:
+        return _digest_payload(message, data)
     if _size(data) > _PAYLOAD_LIMIT:
         data["icon"] = ""
     if _size(data) > _PAYLOAD_LIMIT:
         data["body"] = clip(data["body"], 200)
         data["title"] = clip(data["title"], 100)
+    return data
+
+
+def _digest_payload(message: Message, data: dict[str, Any]) -> dict[str, Any]:
+    """A digest: its title and body, and every item (name, fresh price, link) for the
+    worker. To fit a push message, names are shortened first, then the body; a digest is
+    never longer than `outbox.digests.MAX_ITEMS` items, which then always fit. Leaving the
+    last items out (`more` says how many) is only the last resort of a bigger one."""
+    data["digest"] = message.digest_id
+    data["items"] = [
+        {
+            "title": item.title,
+            "price": item.price,
+            "url": item.url,
+            "listing": item.listing_id,
+            # The row's own dedup key: which rows this push told.
+            "tag": item.tag,
+        }
+        for item in message.items
+    ]
+    data["more"] = 0
+    if _size(data) > _PAYLOAD_LIMIT:
+        for item in data["items"]:
+            item["title"] = clip(item["title"], 24)
+    if _size(data) > _PAYLOAD_LIMIT:
+        data["body"] = clip(data["body"], 200)
+    while _size(data) > _PAYLOAD_LIMIT and len(data["items"]) > 1:
+        data["items"].pop()
+        data["more"] += 1
     return data
 
 

@@ -15,7 +15,10 @@ from outbox.channels.base import DeliveryError, Message
 class RecordingChannel:
     name = "recording"
     lock = threading.Lock()
+    # Every row told, with its own message: a digest adds one entry per row it tells.
     delivered: list[tuple[int, Message]] = []
+    # Every message the channel was asked to deliver (a digest is one).
+    sends: list[Message] = []
     # Errors to raise, in order, before delivering normally again.
     failures: deque[DeliveryError] = deque()
     # Called during each delivery (a slow push service: the test moves the clock on).
@@ -25,6 +28,7 @@ class RecordingChannel:
     def reset(cls) -> None:
         with cls.lock:
             cls.delivered = []
+            cls.sends = []
             cls.failures = deque()
             cls.during = None
 
@@ -35,5 +39,9 @@ class RecordingChannel:
         with self.lock:
             if self.failures:
                 raise self.failures.popleft()
-            self.delivered.append((row.pk, message))
+            self.sends.append(message)
+            if message.items:
+                self.delivered.extend(zip(message.rows, message.items, strict=True))
+            else:
+                self.delivered.append((row.pk, message))
         return None

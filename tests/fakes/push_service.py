@@ -114,6 +114,20 @@ class Received:
         assert self.plaintext is not None, self.decrypt_error
         return json.loads(self.plaintext)
 
+    @property
+    def tags(self) -> list[str]:
+        """The dedup key of every row this push told: a digest's items', or its own."""
+        if self.plaintext is None:
+            return []
+        items = self.payload.get("items")
+        if items:
+            return [item["tag"] for item in items]
+        return [self.tag] if self.tag else []
+
+    @property
+    def is_digest(self) -> bool:
+        return self.plaintext is not None and bool(self.payload.get("items"))
+
 
 FAULTS = ("rate_limited", "server", "stall", "reset", "malformed")
 
@@ -191,7 +205,9 @@ class FakePushService:
             return [r for r in self.received if r.accepted]
 
     def deliveries_by_tag(self) -> Counter[str]:
-        return Counter(r.tag for r in self.accepted())
+        """How many accepted pushes told each row (by its dedup key): a digest tells each of
+        its items' rows once."""
+        return Counter(tag for r in self.accepted() for tag in r.tags)
 
     # --- the server side ------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ def test_four_dispatcher_processes_deliver_each_row_exactly_once(
         "concurrency",
         processes=PROCESSES,
         rows=size,
+        pushes=len(push_service.accepted()),
         deliveries=sum(deliveries.values()),
         duplicates=duplicates,
         lost=lost,

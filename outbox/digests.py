@@ -1,0 +1,125 @@
+"""Digests: the rows of one batch sendable to one device on one channel go out as ONE
+notification ("3 things you watch are cheap now", each item with its fresh price).
+
+A digest is only a way of delivering: every row keeps its own re-check, its own message (the
+item), its own outcome and its own baseline. `plan` runs after the re-check, so a row that
+failed it is simply not in the digest; a row alone in its group is sent exactly as before.
+
+Its id is derived from the rows it tells (`digest_id`): the same rows sent again after a
+crash are the same digest, so the e-mail's `Message-ID` repeats and mail clients fold the
+duplicate. A Web Push digest carries one `Topic` and notification `tag` per device
+(`DIGEST_TAG`): the push service replaces an undelivered earlier digest, the browser a shown
+one, instead of stacking them; its link opens the history page, which lists every item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+from django.utils import translation
+from django.utils.translation import ngettext
+
+from common.text import clip
+from outbox.channels.base import Message
+from outbox.messages import yen
+from outbox.models import Outbox
+
+# The Topic and tag of every digest (a subscription is one device's): a newer digest
+# replaces one not yet seen rather than queueing beside it. A group too big for one push
+# message is split; its later parts are "digest-2", "digest-3"…, so they never replace
+# each other.
+DIGEST_TAG = "digest"
+DIGEST_URL = "/notifications/"
+# The most items one digest carries, per channel (none: all of them). A push message holds
+# about 3 KB of JSON: 8 items fit whole whatever their names (`outbox.channels.webpush`),
+# so no row is ever recorded `sent` without its item in the message.
+MAX_ITEMS: dict[str, int] = {"webpush": 8}
+# Characters of an item's name on a digest's line: the body lists them all.
+_LINE_TITLE = 40
+
+
+def plan(to_send: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Message]]:
+    """The deliveries for a batch's sendable rows: one per device and channel — a row alone
+    keeps its own message; several become a digest, delivered through their first row (the
+    channel reads the device from it), in the order they came."""
+    groups: dict[tuple[int, str], list[tuple[Outbox, Message]]] = defaultdict(list)
+    for row, message in to_send:
+        groups[(row.device_id, row.channel)].append((row, message))
+    sends = []
+    for (_, channel), group in groups.items():
+        size = MAX_ITEMS.get(channel) or len(group)
+        for part, start in enumerate(range(0, len(group), size)):
+            chunk = group[start : start + size]
+            if len(chunk) == 1:
+                sends.append(chunk[0])
+            else:
+                lead = chunk[0][0]
+                sends.append((lead, build_digest(chunk, lead.device.language, part)))
+    return sends
+
+
+def digest_id(row_ids: list[int] | tuple[int, ...]) -> str:
+    """Stable for a set of rows, whatever their order: `d<lowest id>-<8 hex digits>`."""
+    ids = sorted(row_ids)
+    digest = hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:8]
+    return f"d{ids[0]}-{digest}"
+
+
+def build_digest(
+    group: list[tuple[Outbox, Message]], language: str = "ja", part: int = 0
+) -> Message:
+    """One message telling every item of `group` (each its row's own message, built from
+    its fresh value), in the device's language; `part` numbers the pieces of a group split
+    by MAX_ITEMS (its Topic and tag)."""
+    items = tuple(message for _, message in group)
+    rows = tuple(row.pk for row, _ in group)
+    with translation.override(language):
+        title = ngettext(
+            "%(count)d thing you watch is cheap now",
+            "%(count)d things you watch are cheap now",
+            len(items),
+        ) % {"count": len(items)}
+    body = "\n".join(line(item) for item in items)
+    return Message(
+        title=title,
+        body=body,
+        url=DIGEST_URL,
+        tag=digest_tag(part),
+        topic=digest_tag(part),
+        listing_id=None,
+        price=None,
+        urgency="high" if any(item.urgency == "high" for item in items) else "normal",
+        items=items,
+        rows=rows,
+        digest_id=digest_id(rows),
+    )
+
+
+def digest_tag(part: int = 0) -> str:
+    """`digest`, then `digest-2`, `digest-3`… for the later parts of a split group."""
+    return DIGEST_TAG if part == 0 else f"{DIGEST_TAG}-{part + 1}"
+
+
+def line(item: Message) -> str:
+    """An item as a digest's body lists it: its name, then its fresh price."""
+    return f"{clip(item.title, _LINE_TITLE)} {yen(item.price)}"
+
+
+def membership(message: Message, row_id: int) -> dict | None:
+    """What row `row_id` of a digest records of it (event data and `sent_message`), or None
+    for the message of one row. The first row (the lowest id, named in the digest's id)
+    keeps the list of every row; the others its id and size — a list in each row would
+    grow with the square of a digest's size."""
+    if not message.digest_id:
+        return None
+    facts: dict = {"id": message.digest_id, "size": len(message.rows)}
+    if row_id == min(message.rows):
+        facts["rows"] = list(message.rows)
+    return facts
+
+
+def first_row(digest: str) -> int | None:
+    """The id of the row that lists a digest's rows, read from the digest's id."""
+    head = digest.partition("-")[0]
+    return int(head[1:]) if head.startswith("d") and head[1:].isdigit() else None
