@@ -40,7 +40,7 @@ Simulated:
   (POLL_REFETCH_SHARE); detection delay is the true crossing → the enqueue of its row.
 
     .venv/bin/python bench/bench_capacity.py [--listings 100000] [--watches 1000000]
-        [--hours 6] [--ids 1,4] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
+        [--hours 3] [--ids 1,4] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
         [--every-minutes POLL_EVERY_MINUTES]
 """
 
@@ -142,7 +142,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--listings", type=int, default=100_000)
     parser.add_argument("--watches", type=int, default=None, help="default: 10 per listing")
-    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--hours", type=float, default=3.0)
     parser.add_argument("--ids", default="1,4", help="application id counts, e.g. 1,4")
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
