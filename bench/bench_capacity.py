@@ -12,7 +12,7 @@ Every scenario starts from the same database state and sees the same prices.
 Real (the production code, on the bench's own SQLite database, or PostgreSQL with
 `--db postgresql`, created and dropped by the bench):
 - the poll plan: `watches.pollplan.plan` over `watches.polling.due_listings`, with the run's
-  budget from `pollplan.run_budget` (rate × min(POLL_MAX_SECONDS, POLL_EVERY_MINUTES) ×
+  budget from `pollplan.run_budget` (rate × min(POLL_MAX_SECONDS, 60 × POLL_EVERY_MINUTES) ×
   (1 − POLL_REFETCH_SHARE)), a run every POLL_EVERY_MINUTES, with the default settings;
 - the oldest-first baseline: the order polling used before the plan,
   `due_listings` (least recently checked first, no priority), given the same requests;

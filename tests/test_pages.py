@@ -104,6 +104,14 @@ def test_unknown_listing_is_404(client):
     assert client.get("/listings/999999/").status_code == 404
 
 
+@pytest.mark.parametrize("listing_id", [2**63, 2**64, 10**30])
+def test_a_listing_id_beyond_any_row_is_404_not_500(client, listing_id):
+    # A visitor without a device gets the cached page path, which reads the listing by a
+    # written-out query: an id past the integer column's range must not reach it.
+    assert client.get(f"/listings/{listing_id}/").status_code == 404
+    assert client.post(f"/listings/{listing_id}/", {"trigger": "lowest"}).status_code == 404
+
+
 def test_home_query_count_does_not_grow_with_rows(client, django_assert_max_num_queries):
     for listing in ListingFactory.create_batch(50, price=700):
         PricePoint.objects.create(

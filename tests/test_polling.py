@@ -391,6 +391,24 @@ def test_the_scheduled_task_polls_what_is_due(clock):
     assert tasks.poll() == {"listings": 1, "observations": 1, "errors": 0, "enqueued": 1}
 
 
+def test_a_scheduled_run_while_another_is_still_running_polls_nothing(clock):
+    from django.core.cache import caches
+
+    listing = due_listing(price=1000)
+    WatchFactory(listing=listing, target_price=2000)
+    # Another worker's run holds the guard (runs start every POLL_EVERY_MINUTES; one can
+    # outlast that): this one must not ask for the same due listings again.
+    caches["locks"].add(tasks.POLL_LOCK, "another run", timeout=60)
+    assert tasks.poll() == {"skipped": 1}
+    listing.refresh_from_db()
+    assert listing.last_polled_at is None  # not polled
+    assert Outbox.objects.count() == 0
+
+    caches["locks"].delete(tasks.POLL_LOCK)  # that run ended
+    assert tasks.poll()["listings"] == 1
+    assert caches["locks"].get(tasks.POLL_LOCK) is None  # and this one let go of the guard
+
+
 def test_migrate_creates_the_poll_schedule_once(settings):
     # Runs start every POLL_EVERY_MINUTES; POLL_MINUTES is how often a listing is checked.
     settings.POLL_MINUTES = 20

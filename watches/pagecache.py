@@ -41,6 +41,7 @@ CACHE = "pages"
 CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
 LISTING_VERSION_KEY = "pages:listing-version:%d"
+LISTING_VERSION_SECONDS = 86400
 # The version of a fragment keyed on everything it is rendered from: never stale.
 PURE = "pure"
 FRAGMENT_SECONDS = 10 * 60
@@ -64,19 +65,22 @@ def listings_changed(listing_ids: Iterable[int]) -> None:
     """Make these listings' own pages stale, and every page that shows prices."""
     versions = {LISTING_VERSION_KEY % pk: _new_version() for pk in set(listing_ids)}
     if versions:
-        caches[CACHE].set_many(versions, timeout=None)
+        caches[CACHE].set_many(versions, timeout=LISTING_VERSION_SECONDS)
     prices_changed()
 
 
 def listing_version(listing_id: int) -> int:
-    return _version(LISTING_VERSION_KEY % listing_id)
+    # Read before the listing is (a cached page needs no query), so any id in a URL makes
+    # one: a day's timeout keeps a crawler's made-up ids from piling up. An expired version
+    # only means the page is rendered once more.
+    return _version(LISTING_VERSION_KEY % listing_id, LISTING_VERSION_SECONDS)
 
 
-def _version(key: str) -> int:
+def _version(key: str, timeout: int | None = None) -> int:
     cache = caches[CACHE]
     version = cache.get(key)
     if version is None:
-        cache.add(key, _new_version(), timeout=None)
+        cache.add(key, _new_version(), timeout=timeout)
         version = cache.get(key)
     return version
 

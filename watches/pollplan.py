@@ -2,7 +2,7 @@
 requests the marketplace's budget allows.
 
 A rate-limited marketplace (its adapter has a `budget`, `watches.marketplaces.ratelimit`)
-gives a run `rate × min(POLL_MAX_SECONDS, POLL_EVERY_MINUTES) × (1 − POLL_REFETCH_SHARE)`
+gives a run `rate × min(POLL_MAX_SECONDS, 60 × POLL_EVERY_MINUTES) × (1 − POLL_REFETCH_SHARE)`
 requests: what the fleet's rate allows in the time a run may take before the next one
 starts, minus the share kept for the dispatcher's re-fetches of the same ids. With the
 defaults (a run every 2 minutes of at most 120 s) polling spends 80 % of each id's

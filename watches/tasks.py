@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
+from django.core.cache import caches
 
 from watches.polling import poll as poll_listings
 from watches.product_polling import poll_products
 
+POLL_LOCK = "watches-poll-running"
+
 
 def poll() -> dict[str, int]:
     """Schedule `watches-poll`, every POLL_EVERY_MINUTES: the products due (every shop's offer in
-    one request each), then the listings due — offers just observed are not due again."""
-    result = poll_products()
-    result.add(poll_listings(max_seconds=settings.POLL_MAX_SECONDS))
-    return result.as_json()
+    one request each), then the listings due — offers just observed are not due again.
+
+    A run may outlast the interval (products first, then each marketplace's batches in turn,
+    the last batch started before POLL_MAX_SECONDS): the next run then does nothing rather
+    than plan the same due listings again and spend the budget twice. The guard expires with
+    the task's timeout, so a killed run holds it no longer than django-q2 would."""
+    locks = caches["locks"]
+    token = uuid.uuid4().hex
+    if not locks.add(POLL_LOCK, token, timeout=settings.Q_CLUSTER["timeout"]):
+        return {"skipped": 1}
+    try:
+        result = poll_products()
+        result.add(poll_listings(max_seconds=settings.POLL_MAX_SECONDS))
+        return result.as_json()
+    finally:
+        if locks.get(POLL_LOCK) == token:
+            locks.delete(POLL_LOCK)

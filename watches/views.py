@@ -27,6 +27,7 @@ from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
 
 PAGE_SIZE = 20
+MAX_ID = 2**63 - 1  # the largest id a BigAutoField (and SQLite's integer) holds
 # What only a listing's facts and chart show (`_listing_main`), which every poll may change;
 # the rest of its page (`_frame_fields`) is cached apart, with this in place of them.
 FACTS_ONLY = frozenset(
@@ -197,6 +198,9 @@ def add_by_link(request: HttpRequest) -> HttpResponse:
 def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
     """The listing, its price history and the watch form. POST creates the watch (and the
     device, on first need) and comes back here; an invalid form changes nothing."""
+    if listing_id > MAX_ID:
+        # No such row can exist, and the written-out query below would overflow on it.
+        raise Http404
     if request.method != "POST":
         shared = _shared_listing_page(request, listing_id)
         if shared is not None:

@@ -349,6 +349,12 @@ if REDIS_URL:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "yasugoro",
         },
+        # Run guards every worker process shares (watches.tasks.poll).
+        "locks": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "yasugoro-locks",
+        },
     }
 else:
     CACHES = {
@@ -357,6 +363,11 @@ else:
             "BACKEND": "common.filecache.FileCache",
             "LOCATION": str(VAR_DIR / "cache" / "pages"),
             "OPTIONS": {"MAX_ENTRIES": 5000},
+        },
+        # Run guards the worker processes of this host share (watches.tasks.poll).
+        "locks": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache" / "locks"),
         },
     }
 Q_CLUSTER = {

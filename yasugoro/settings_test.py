@@ -45,4 +45,5 @@ DEMO_TICK = False
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "pages": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "pages"},
+    "locks": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "locks"},
 }
