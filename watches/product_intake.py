@@ -90,7 +90,7 @@ def adopt_listings(product: Product) -> int:
     ids = list(joining.values_list("pk", flat=True))
     joined = Listing.objects.filter(pk__in=ids, product__isnull=True).update(product=product)
     # Their pages link to the product now.
-    pagecache.listings_changed(ids)
+    transaction.on_commit(lambda: pagecache.listings_changed(ids))
     return joined
 
 

@@ -209,7 +209,8 @@ def offer_listing(source: str, product: Product, offer: Observation) -> Listing:
             product=product, jan=product.jan
         )
         # Its page links to the product now.
-        pagecache.listings_changed([listing.pk])
+        pk = listing.pk
+        transaction.on_commit(lambda: pagecache.listings_changed([pk]))
         listing.product, listing.jan = product, product.jan
     return listing
 

@@ -4,6 +4,8 @@ live watch per device, product and trigger; choosing the same trigger again chan
 
 from __future__ import annotations
 
+from django.db import transaction
+
 from watches import pagecache
 from watches.models import Device, Listing, Product, Watch
 from watches.offers import best_offer
@@ -34,4 +36,4 @@ def describe_product(product: Product, *, units_per_pack: int | None, unit_label
     offers.update(units_per_pack=units_per_pack, unit_label=unit_label)
     # Their pages show unit prices.
     ids = list(offers.values_list("pk", flat=True))
-    pagecache.listings_changed(ids)
+    transaction.on_commit(lambda: pagecache.listings_changed(ids))
