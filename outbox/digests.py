@@ -119,6 +119,13 @@ def membership(message: Message, row_id: int) -> dict | None:
     return facts
 
 
+def recorded(data: object) -> dict | None:
+    """The digest facts a row recorded (`membership`) in its `sent_message` or an event's
+    data, or None: a row sent alone, or data of another shape."""
+    facts = data.get("digest") if isinstance(data, dict) else None
+    return facts if isinstance(facts, dict) else None
+
+
 def first_row(digest: str) -> int | None:
     """The id of the row that lists a digest's rows, read from the digest's id."""
     head = digest.partition("-")[0]

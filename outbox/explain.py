@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
+from outbox.digests import recorded
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from watches.models import Channel, Device, effective_price
 
@@ -165,8 +166,7 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
         return Entry(row, MAYBE_SENT, str(MAYBE_SENT_BECAUSE), None, "", row.updated_at)
     if status == Status.SENT:
         message = row.sent_message if isinstance(row.sent_message, dict) else {}
-        digest = message.get("digest")
-        size = digest.get("size") if isinstance(digest, dict) else 0
+        size = (recorded(message) or {}).get("size", 0)
         return Entry(
             row,
             SENT,

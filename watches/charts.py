@@ -20,6 +20,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
+from watches.templatetags.yasugoro import yen
 from watches.triggers import Point
 
 WIDTH, HEIGHT = 420, 230
@@ -119,8 +120,8 @@ class Chart:
                     week["start"].day,
                     week["end"].month,
                     week["end"].day,
-                    _yen(week["low"]),
-                    _yen(week["high"]),
+                    yen(week["low"]),
+                    yen(week["high"]),
                     stock[week["stockout"]],
                 )
                 for week in self.weeks
@@ -130,11 +131,6 @@ class Chart:
 
 def _anchor(k: int, last: int) -> str:
     return "start" if k == 0 else "end" if k == last else "middle"
-
-
-def _yen(value: int | None) -> str:
-    # As the `yen` filter writes a whole number of yen.
-    return "—" if value is None else f"¥{value:,}"
 
 
 def _nice_step(span: float) -> int:

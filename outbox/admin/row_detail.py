@@ -10,7 +10,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from outbox.admin.display import admin_link, full_time, json_block, pretty_json
-from outbox.digests import first_row
+from outbox.digests import first_row, recorded
 from outbox.models import Outbox, OutboxEvent, Status
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
 
@@ -143,16 +143,16 @@ class RowDetailMixin:
 
 def _digest_facts(row: Outbox) -> dict | None:
     """What the row's last attempt recorded of its digest (`outbox.digests.membership`)."""
-    message = row.sent_message if isinstance(row.sent_message, dict) else {}
-    if isinstance(message.get("digest"), dict):
-        return message["digest"]
+    facts = recorded(row.sent_message)
+    if facts is not None:
+        return facts
     for data in (
         row.events.filter(from_status=Status.SENDING)
         .order_by("-at", "-id")
         .values_list("data", flat=True)
     ):
-        if isinstance(data, dict) and isinstance(data.get("digest"), dict):
-            return data["digest"]
+        if (facts := recorded(data)) is not None:
+            return facts
     return None
 
 
@@ -161,7 +161,7 @@ def _digest_rows(digest: str) -> list[int]:
     first = first_row(digest)
     events = OutboxEvent.objects.filter(outbox_id=first, from_status=Status.SENDING)
     for data in events.values_list("data", flat=True):
-        facts = data.get("digest") if isinstance(data, dict) else None
-        if isinstance(facts, dict) and facts.get("id") == digest and facts.get("rows"):
+        facts = recorded(data)
+        if facts is not None and facts.get("id") == digest and facts.get("rows"):
             return facts["rows"]
     return [first] if first is not None else []
