@@ -8,10 +8,12 @@ import datetime as dt
 
 def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
     """A demo product and a listing at ¥900 for each item code, with `days` of history,
-    `per_day` points a day (prices around ¥900–1,100, out of stock now and then)."""
+    `per_day` points a day (prices around ¥900–1,100, out of stock now and then), and its
+    statistics computed from it."""
     from django.utils import timezone
 
     from demo.models import DemoProduct
+    from watches.history import refresh_stats
     from watches.models import Listing, PricePoint
 
     DemoProduct.objects.bulk_create(
@@ -39,6 +41,8 @@ def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
         ),
         batch_size=5000,
     )
+    # As the polls that watched them left them: typical price and 90-day low computed.
+    refresh_stats([listing.pk for listing in listings], now)
     return listings
 
 
@@ -67,3 +71,31 @@ def due_rows(devices: list, listings: list, count: int, channel: str) -> None:
         Detection(w.pk, w.device_id, channel, Trigger.TARGET_PRICE, now, {"price": 900})
         for w in watches
     )
+
+
+# How long before a bench's dispatch cycle the poll that detected its rows ran: older than
+# OUTBOX_REFETCH_MAX_AGE (the dispatcher asks again), younger than POLL_HISTORY_MIN_MINUTES.
+POLLED_BEFORE = dt.timedelta(minutes=2)
+
+
+def as_the_poll_left_them(cycle_at, built: int, moved: str | None = None) -> None:
+    """Every listing as the poll that detected its rows left it, POLLED_BEFORE `cycle_at`: polled
+    then, its statistics computed then, its last point what that poll saw — ¥900 (no shipping
+    given), what the demo marketplace still answers (the re-fetch writes no point) or, for
+    listings whose item code starts with `moved`, ¥920 (the price moved since: it writes one).
+    Points after `built` (the history's last id: what earlier runs and polls added) are gone
+    first."""
+    from django.db import connection, transaction
+
+    polled_at = cycle_at - POLLED_BEFORE
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM watches_pricepoint WHERE id > %s", [built])
+        cursor.execute(
+            "UPDATE watches_listing SET last_polled_at = %s, stats_at = %s", [polled_at, polled_at]
+        )
+        cursor.execute(
+            "INSERT INTO watches_pricepoint (listing_id, observed_at, price, shipping, in_stock) "
+            "SELECT id, %s, CASE WHEN item_code LIKE %s THEN 920 ELSE 900 END, NULL, %s "
+            "FROM watches_listing",
+            [polled_at, f"{moved}%" if moved else "", True],
+        )

@@ -1,25 +1,31 @@
 """Dispatch throughput: one dispatcher cycle (console channel, the in-process demo marketplace,
 listings with 90 days of price history each, as a real re-fetch meets them) beside its floor,
-on SQLite and on PostgreSQL (a database the bench creates and drops), in three worlds:
+on SQLite and on PostgreSQL (a database the bench creates and drops), in four worlds:
 
 - 10,000 due rows over 100 listings;
 - 2,000 rows over 10 listings, and 2,000 rows over 2,000 listings: dispatch must not slow
-  down with the number of listings (the second ≥ 0.8× the first).
+  down with the number of listings (the second ≥ 0.8× the first);
+- 2,000 rows over 2,000 listings whose price moved since the poll that detected them (still
+  below the line): every re-fetch writes a price point too — shown beside the others.
 
-The floor does the writes the dispatcher does, as raw set-based SQL on the same connection,
-one statement per batch each, committed per batch as the dispatcher commits: select the due
-rows and claim them (status, holder, `claimed_at`, `attempts + 1`) with their `claimed` events;
-keep the re-fetched listings (price, stock, `last_polled_at`, typical price, 90-day low) and a
-price point each, once per listing per cycle; write the intent (`attempt_started_at`);
+Before each run every listing is as the poll that detected its rows left it two minutes
+earlier (`_world.as_the_poll_left_them`): polled, statistics computed, its last point the price
+it saw. The dispatcher asks the marketplace again (older than OUTBOX_REFETCH_MAX_AGE), folds the
+answer into those statistics, and writes a point only where the price moved.
+
+The floor does the writes the dispatcher does, as raw set-based SQL on the same connection, one
+statement per batch each, committed per batch as the dispatcher commits: select the due rows and
+claim them (status, holder, `claimed_at`, `attempts + 1`) with their `claimed` events; keep the
+re-fetched listings (price, stock, `last_polled_at`, typical price, 90-day low) and, where the
+price moved, a price point, once per listing per cycle; write the intent (`attempt_started_at`);
 record the outcomes (`sent`, `sent_at`, `sent_message` as JSON, fenced by holder and attempt)
 with their `delivered` events (the fresh value and the message as JSON); move the watches'
-baselines; and a DispatchRun. What it leaves out is what only the dispatcher needs: reading
-the rows, history and watches, asking the marketplace, judging, building messages, threads —
-so the ratio says what that costs beside the writes.
+baselines; and a DispatchRun. What it leaves out is what only the dispatcher needs: reading the
+rows, history and watches, asking the marketplace, judging, building messages, threads — so the
+ratio says what that costs beside the writes.
 
-Rounds alternate ours / floor world by world (A/B/A/B…) over the same rows, reset between
-runs (every world's listings asked again: no observation is fresh enough to reuse); the
-figures are medians, a ratio the median of the per-round ratios. Besides wall time, each
+Rounds alternate ours / floor world by world (A/B/A/B…) over the same rows, reset between runs;
+the figures are medians, a ratio the median of the per-round ratios. Besides wall time, each
 side's CPU time (`time.process_time`: all threads of this process) is compared.
 
     .venv/bin/python bench/bench_dispatch.py [ROUNDS] [sqlite|postgresql]
@@ -34,8 +40,10 @@ import sys
 import time
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 3
-# (rows, listings): the classic world, then the two the listings target compares.
-WORLDS = ((10_000, 100), (2_000, 10), (2_000, 2_000))
+# (rows, listings): the classic world, the two the listings target compares, and the second of
+# them with prices that moved since the poll (MOVED).
+WORLDS = ((10_000, 100), (2_000, 10), (2_000, 2_000), (2_000, 2_000))
+MOVED = 3
 # 90 days of history, a point every 3 hours (what POLL_HISTORY_MIN_MINUTES keeps of a quiet
 # listing): 720 points a listing.
 HISTORY_DAYS, POINTS_PER_DAY = 90, 8
@@ -90,7 +98,8 @@ def run(vendor: str) -> None:
         floor_s = statistics.median(wall[(world.n, "floor")])
         rates[world.n] = wall[(world.n, "ours")]
         print(
-            f"  {world.rows:,} rows over {world.listings:,} listings: "
+            f"  {world.rows:,} rows over {world.listings:,} listings"
+            f"{', prices moved' if world.n == MOVED else ''}: "
             f"ours {world.rows / ours_s:>7,.0f} rows/s, "
             f"floor {world.rows / floor_s:>7,.0f} rows/s; queries a row "
             f"{queries[(world.n, 'ours')] / world.rows:.3f} / "
@@ -99,14 +108,14 @@ def run(vendor: str) -> None:
             f"    ratio ours / floor, CPU:  {ratio(cpu, world.n)}"
         )
     # Same rows, 2,000 listings against 10: each round's ratio of rates (time over time).
-    few, many = rates[1], rates[2]
-    per_round = [f / m for f, m in zip(few, many, strict=True)]
-    rounds = ", ".join(f"{r:.2f}" for r in per_round)
-    print(
-        f"  2,000 listings / 10 listings (ours, same 2,000 rows): "
-        f"{statistics.median(per_round):.2f}×  (per round: {rounds})",
-        flush=True,
-    )
+    for n, label in ((2, "2,000 listings"), (MOVED, "2,000 listings, prices moved")):
+        per_round = [f / m for f, m in zip(rates[1], rates[n], strict=True)]
+        rounds = ", ".join(f"{r:.2f}" for r in per_round)
+        print(
+            f"  {label} / 10 listings (ours, same 2,000 rows): "
+            f"{statistics.median(per_round):.2f}×  (per round: {rounds})",
+            flush=True,
+        )
 
 
 def ratio(times: dict[tuple[int, str], list[float]], n: int) -> str:
@@ -153,7 +162,8 @@ def build(n: int, rows: int, listing_count: int) -> World:
 
 def reset(world: World, built: int) -> None:
     """`world`'s rows due, every other world's rows pending far in the future; no events, no
-    baselines; no listing observed lately (every round asks), the runs' own points gone."""
+    baselines; every listing as the poll that detected its rows left it."""
+    from _world import as_the_poll_left_them
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -170,9 +180,7 @@ def reset(world: World, built: int) -> None:
         cursor.execute(
             "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
         )
-        cursor.execute("UPDATE watches_listing SET last_polled_at = NULL")
-        # The history ends at the build (point `built`); what a run added is gone.
-        cursor.execute("DELETE FROM watches_pricepoint WHERE id > %s", [built])
+    as_the_poll_left_them(now, built, moved=f"bench-{MOVED}-")
 
 
 def ours(world: World) -> None:
@@ -215,24 +223,25 @@ def floor(world: World) -> None:
             _events(cursor, ids, "sending", "claimed", "NULL", holder, now)
         with transaction.atomic(), connection.cursor() as cursor:
             # The re-fetch's writes, once per listing per cycle (the dispatcher reuses an
-            # answer this young): the listing's state and one price point.
+            # answer this young): the listing's state, and a price point where it moved.
             listings = sorted({row[1] for row in due} - seen)
             seen.update(listings)
             if listings:
                 now = timezone.now()
                 lmarks = ", ".join(["%s"] * len(listings))
                 cursor.execute(
-                    "UPDATE watches_listing SET price = 900, shipping = 0, in_stock = %s, "
+                    "UPDATE watches_listing SET price = 900, shipping = NULL, in_stock = %s, "
                     "last_polled_at = %s, last_error = '', typical_price = 990, low_90 = 900 "
                     f"WHERE id IN ({lmarks})",
                     [True, now, *listings],
                 )
-                cursor.execute(
-                    "INSERT INTO watches_pricepoint (listing_id, observed_at, price, shipping, "
-                    f"in_stock) SELECT id, %s, 900, 0, %s FROM watches_listing WHERE id IN "
-                    f"({lmarks})",
-                    [now, True, *listings],
-                )
+                if world.n == MOVED:
+                    cursor.execute(
+                        "INSERT INTO watches_pricepoint (listing_id, observed_at, price, "
+                        f"shipping, in_stock) SELECT id, %s, 900, NULL, %s FROM watches_listing "
+                        f"WHERE id IN ({lmarks})",
+                        [now, True, *listings],
+                    )
         with transaction.atomic(), connection.cursor() as cursor:
             now = timezone.now()  # the intent, right before the deliveries
             cursor.execute(

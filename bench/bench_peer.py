@@ -8,10 +8,10 @@
 - ours: 10,000 due outbox rows on the console channel (logged at INFO, below the bench's
   WARNING: as cheap as a channel gets, like locmem), sent by one dispatcher cycle with
   everything that post-office does not do — claim with a fence, guards, a re-fetch of every
-  listing from the demo marketplace (no poll observation is fresh enough to reuse: every round
-  asks), the observation rule (price points, listing state, typical price and 90-day low over
-  HISTORY_DAYS of history), the re-check, the lease's intent, the events with their JSON, the
-  watches' baselines.
+  listing from the demo marketplace (each listing as the poll that detected its rows left it
+  two minutes before: too old to reuse, so every round asks), the observation rule (listing
+  state, price points, typical price and 90-day low over HISTORY_DAYS of history), the
+  re-check, the lease's intent, the events with their JSON, the watches' baselines.
 
 Both sides share one database the bench makes: a SQLite file (WAL, as the project configures
 it) in var/, and a PostgreSQL database `yasugoro_bench_peer_*` it creates on $BENCH_PG_URL and
@@ -127,11 +127,12 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
     else:
         django_on_temp_postgres(f"peer_{listings}")
     folder = Path(os.environ["YASUGORO_VAR_DIR"])
-    build(listings, rows)
+    built = build(listings, rows)
     wall: dict[str, list[float]] = {"ours": [], "peer": []}
     cpu: dict[str, list[float]] = {"ours": [], "peer": []}
     for _ in range(rounds):
-        for side, run in (("ours", lambda: ours(rows)), ("peer", lambda: peer(folder, rows))):
+        sides = (("ours", lambda: ours(rows, built)), ("peer", lambda: peer(folder, rows)))
+        for side, run in sides:
             seconds, cpu_seconds = run()
             wall[side].append(seconds)
             cpu[side].append(cpu_seconds)
@@ -155,10 +156,10 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
     )
 
 
-def build(listing_count: int, rows: int) -> None:
+def build(listing_count: int, rows: int) -> int:
     """`listing_count` demo listings at ¥900 with their history, DEVICES console devices,
     `rows` target-price watches (¥950) spread over the listings, one due row each; and `rows`
-    queued post-office mails saying the same."""
+    queued post-office mails saying the same. Returns the history's last price point."""
     from _world import due_rows, listings_with_history
     from django.db import connection
     from post_office import mail
@@ -188,21 +189,20 @@ def build(listing_count: int, rows: int) -> None:
         # job, for the outbox) keep them in production: without, PostgreSQL plans the due
         # select and the history reads for empty tables.
         cursor.execute("ANALYZE")
+        cursor.execute("SELECT MAX(id) FROM watches_pricepoint")
+        return cursor.fetchone()[0]
 
 
-def ours(rows: int) -> tuple[float, float]:
+def ours(rows: int, built: int) -> tuple[float, float]:
     from _reset import reset_due
-    from django.db import connection
+    from _world import as_the_poll_left_them
     from django.utils import timezone
 
     from outbox.dispatch import run_cycle
 
     started = timezone.now()
     reset_due(started - dt.timedelta(seconds=1))
-    with connection.cursor() as cursor:
-        # The last round's re-fetch is no poll: every round asks the marketplace again.
-        cursor.execute("UPDATE watches_listing SET last_polled_at = NULL")
-        cursor.execute("DELETE FROM watches_pricepoint WHERE observed_at > %s", [started])
+    as_the_poll_left_them(started, built)
     wall, cpu = time.perf_counter(), time.process_time()
     result = run_cycle()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -283,7 +283,11 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
         .defer(*_UNREAD_FIELDS)
         .order_by("id")
     )
-    listings = Listing.objects.in_bulk({row.watch.listing_id for row in rows})
+    # Search text is the longest column and nothing here reads it; created_at and the error's
+    # time are datetimes to convert for nothing.
+    listings = Listing.objects.defer("search_text", "created_at", "last_error_at").in_bulk(
+        {row.watch.listing_id for row in rows}
+    )
     devices = Device.objects.in_bulk({row.device_id for row in rows})
     for row in rows:
         row.watch.listing = listings[row.watch.listing_id]

@@ -143,8 +143,8 @@ def test_empty_is_an_out_of_stock_point_at_the_last_known_price(ichiba, listings
 
 
 def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, settings):
-    """The re-fetch reads 30 days of points and asks the database for the older part of the
-    90-day low; a poll reads all 90 days. A low 40 days old and a price that held from before
+    """A re-fetch that computes the statistics (they are over an hour old) reads 30 days of
+    points and asks the database for the older part of the 90-day low; a poll reads all 90. A low 40 days old and a price that held from before
     the 30-day window must come out the same both ways."""
     settings.POLL_HISTORY_MIN_MINUTES = 180
     # 60 days ago ¥700 for 10 days (the 90-day low), then ¥1,200 until 25 days ago, then
@@ -161,6 +161,8 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
         )
         both.append(with_history(listing, history, now=NOW))
     polled, refetched = both
+    # Statistics computed over an hour ago: the re-fetch computes them from the history.
+    Listing.objects.filter(pk=refetched.pk).update(stats_at=NOW - dt.timedelta(hours=2))
     with time_machine.travel(NOW, tick=False):
         for code in (POLLED, REFETCHED):
             _answer(ichiba, code, {"price": 1000})
@@ -172,3 +174,68 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
     assert polled_state["low_90"] == 700
     assert polled_state["typical_price"] == 1000
     assert _points(polled, NOW) == _points(refetched, NOW) == [(NOW, 1000, 0, True)]
+
+
+def _refetched_listing(stats_age: dt.timedelta) -> Listing:
+    """A listing whose history says typical ¥1,000 and 90-day low ¥900, but whose stored
+    statistics (¥1,234 and ¥950, computed `stats_age` before NOW) say otherwise: which of the
+    two a re-fetch leaves shows whether it read the history."""
+    listing = ListingFactory(
+        source="rakuten",
+        item_code=REFETCHED,
+        price=1000,
+        shipping=0,
+        last_polled_at=NOW - dt.timedelta(hours=3),  # not fresh: the dispatcher asks
+    )
+    with_history(listing, [900] + [1000] * 29, now=NOW)
+    Listing.objects.filter(pk=listing.pk).update(
+        typical_price=1234, low_90=950, stats_at=NOW - stats_age
+    )
+    return listing
+
+
+@pytest.mark.parametrize(
+    ("answer", "low_90"),
+    [(700, 700), (1100, 950)],
+    ids=["a new low is taken", "a higher price leaves the low"],
+)
+def test_a_refetch_within_the_hour_of_the_statistics_folds_its_answer_into_them(
+    ichiba, settings, answer, low_90
+):
+    """The poll that detected a crossing computed the statistics minutes before the
+    dispatcher's re-fetch: the answer is folded in (the 90-day low takes a lower price; the
+    typical price, which weighs each price by how long it held, is as it was) and the history
+    is not read again."""
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=50))
+    with time_machine.travel(NOW, tick=False):
+        _answer(ichiba, REFETCHED, {"price": answer})
+        enqueue_for(WatchFactory(listing=listing, target_price=5000))
+        run_cycle()
+    listing.refresh_from_db()
+    assert (listing.price, listing.last_polled_at) == (answer, NOW)
+    assert listing.typical_price == 1234, "stored, not recomputed from the history"
+    assert listing.low_90 == low_90
+    assert listing.stats_at == NOW - dt.timedelta(minutes=50), "still when they were computed"
+    assert _points(listing, NOW) == [(NOW, answer, 0, True)], "the rule's point as ever"
+
+
+def test_a_refetch_after_the_hour_computes_the_statistics_from_the_history(ichiba, settings):
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=61))
+    with time_machine.travel(NOW, tick=False):
+        _answer(ichiba, REFETCHED, {"price": 1100})
+        enqueue_for(WatchFactory(listing=listing, target_price=5000))
+        run_cycle()
+    listing.refresh_from_db()
+    assert (listing.typical_price, listing.low_90, listing.stats_at) == (1000, 900, NOW)
+
+
+def test_a_poll_always_computes_the_statistics_from_the_history(ichiba, settings):
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=5))
+    with time_machine.travel(NOW, tick=False):
+        _answer(ichiba, REFETCHED, {"price": 1100})
+        assert poll(codes=[REFETCHED]).listings == 1
+    listing.refresh_from_db()
+    assert (listing.typical_price, listing.low_90, listing.stats_at) == (1000, 900, NOW)

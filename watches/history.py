@@ -87,8 +87,8 @@ def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) ->
     points = load_points(ids, now - LOW_WINDOW)
     updated = update_by_id(
         Listing,
-        ("typical_price", "low_90"),
-        ((pk, listing_stats(points.get(pk, ()), now)) for pk in ids),
+        ("typical_price", "low_90", "stats_at"),
+        ((pk, (*listing_stats(points.get(pk, ()), now), now)) for pk in ids),
     )
     # Their pages show both (and the home page sorts by them).
     transaction.on_commit(lambda: pagecache.listings_changed(ids))

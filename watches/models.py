@@ -140,6 +140,12 @@ class Listing(models.Model):
         blank=True,
         help_text=_("Lowest effective price, last 90 days"),
     )
+    # When typical_price and low_90 were last computed from the history itself. A re-fetch
+    # soon after (the dispatcher's, minutes after the poll that detected a crossing) folds its
+    # observation into them instead of reading the history again (watches.observations).
+    stats_at = models.DateTimeField(
+        verbose_name=_("statistics computed at"), null=True, blank=True, editable=False
+    )
     paused = models.BooleanField(
         verbose_name=_("paused"), default=False, help_text=_("Staff stopped tracking it")
     )

@@ -11,7 +11,8 @@ whole batch) and applies the rule in memory; `Observations.save` then writes it 
 - the listing keeps the observation as its last-seen state (`price`, `shipping`, `in_stock`,
   `last_polled_at`, `last_error` cleared), fills descriptive fields still empty (name, shop,
   links), and gets `typical_price` and `low_90` recomputed from its history with this
-  observation in it;
+  observation in it (`stats_at` says when) — or, for a re-fetch within `STATS_KEPT` of the
+  last computation, the observation folded into them (see `observe`);
 - an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
   (`last_polled_at`), so a failing listing waits its turn like the others;
 - once saved, the cached pages that show prices, and those listings' own pages, are stale
@@ -56,7 +57,11 @@ _ERROR_LIMIT = Listing._meta.get_field("last_error").max_length
 _DETAIL_LIMIT = 150
 _DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
 _OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error")
-_STATS = ("typical_price", "low_90")
+_STATS = ("typical_price", "low_90", "stats_at")
+# How long statistics computed from the history serve a re-fetch that folds its observation
+# into them (`observe(…, judging=False)`). An hour moves the ends of a 30-day typical price and
+# a 90-day low by well under a percent of their windows; polling recomputes them anyway.
+STATS_KEPT = dt.timedelta(hours=1)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
@@ -195,14 +200,33 @@ def observe(
     the listings are updated, the points to write collected; nothing is written.
 
     `judging`: the caller judges triggers on each listing's past (polling), so every point of
-    the last 90 days is read and handed back in `Seen.past`. A caller that judges nothing (the
-    dispatcher's re-fetch) gets the same rule from less: the typical price needs only the last
-    30 days (and the point before them), the 90-day low one MIN per listing in the database —
-    reading 90 days of history was most of a re-fetch's cost. `Seen.past` is then partial."""
+    the last 90 days is read and handed back in `Seen.past`, and the statistics are computed
+    from them. A caller that judges nothing (the dispatcher's re-fetch) gets the same rule
+    from less, and `Seen.past` is then partial:
+
+    - a listing whose statistics were computed from its history within `STATS_KEPT` (by the
+      poll that detected the crossing, as a rule) has its observation folded into them: only
+      its latest point is read (what "unchanged" compares with);
+    - any other listing has them computed from the last 30 days (and the point before them)
+      for the typical price and one MIN per listing in the database for the older part of the
+      90-day low — reading the history was most of a re-fetch's cost."""
     answers = list(answers)
     ids = [listing.pk for listing, _ in answers]
-    past = _recent(ids, now, LOW_WINDOW if judging else TYPICAL_WINDOW)
-    older_lows = {} if judging else _lows_before(ids, now - LOW_WINDOW, now - TYPICAL_WINDOW)
+    folding: set[int] = set()
+    if judging:
+        past, older_lows = _recent(ids, now, LOW_WINDOW), {}
+    else:
+        kept_since = now - STATS_KEPT
+        folding = {
+            listing.pk
+            for listing, _ in answers
+            if listing.stats_at is not None and listing.stats_at >= kept_since
+        }
+        computing = [pk for pk in ids if pk not in folding]
+        past = _recent(computing, now, TYPICAL_WINDOW)
+        # A window of nothing: each listing's latest point before `now`, and any written since.
+        past.update(_recent(sorted(folding), now, dt.timedelta(0)))
+        older_lows = _lows_before(computing, now - LOW_WINDOW, now - TYPICAL_WINDOW)
     batch = Observations()
     for listing, result in answers:
         observation = as_observation(listing, result, now)
@@ -220,18 +244,30 @@ def observe(
         if _remember(listing, observation):
             batch.described.append(listing)
         points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
-        # The pages sort and chart by these: kept current with every observation, from points
-        # already in memory.
-        fresh = Point(observation.observed_at, observation.effective_price, observation.in_stock)
-        listing.typical_price, listing.low_90 = listing_stats(
-            [*points, fresh], observation.observed_at
-        )
-        older = older_lows.get(listing.pk)
-        if older is not None and (listing.low_90 is None or older < listing.low_90):
-            listing.low_90 = older
+        # The pages sort and chart by these: kept current with every observation.
+        if listing.pk in folding:
+            _fold(listing, observation)
+        else:
+            fresh = Point(at, observation.effective_price, observation.in_stock)
+            listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
+            older = older_lows.get(listing.pk)
+            if older is not None and (listing.low_90 is None or older < listing.low_90):
+                listing.low_90 = older
+            listing.stats_at = at
         batch.observed.append(listing)
         batch.seen.append(Seen(listing, result, observation, points))
     return batch
+
+
+def _fold(listing: Listing, observation: Observation) -> None:
+    """The statistics as of `observation`, from those computed at `listing.stats_at` (no
+    longer than STATS_KEPT ago): the typical price weighs each price by how long it held, and
+    the observation has held for no time yet, so it stays; the 90-day low takes the price if
+    lower. What they leave out — the windows' ends having moved on by under STATS_KEPT — the
+    next computation from the history catches up (`stats_at` is left as it was)."""
+    price = observation.effective_price
+    if observation.in_stock and price is not None:
+        listing.low_90 = price if listing.low_90 is None else min(listing.low_90, price)
 
 
 def _recent(

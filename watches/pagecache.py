@@ -63,9 +63,14 @@ def prices_version() -> int:
 
 def listings_changed(listing_ids: Iterable[int]) -> None:
     """Make these listings' own pages stale, and every page that shows prices."""
-    versions = {LISTING_VERSION_KEY % pk: _new_version() for pk in set(listing_ids)}
-    if versions:
-        caches[CACHE].set_many(versions, timeout=LISTING_VERSION_SECONDS)
+    keys = [LISTING_VERSION_KEY % pk for pk in set(listing_ids)]
+    if keys:
+        # Forgotten rather than replaced: the next reader of the page makes a new version,
+        # and most listings a poll or a re-fetch observes have no version at all (nobody
+        # opened their page that day). Deleting a key that is not there costs next to nothing;
+        # writing a version for each of 2,000 listings was a fifth of a dispatch cycle with the
+        # file cache.
+        caches[CACHE].delete_many(keys)
     prices_changed()
 
 
@@ -80,8 +85,11 @@ def _version(key: str, timeout: int | None = None) -> int:
     cache = caches[CACHE]
     version = cache.get(key)
     if version is None:
-        cache.add(key, _new_version(), timeout=timeout)
-        version = cache.get(key)
+        mine = _new_version()
+        cache.add(key, mine, timeout=timeout)
+        # None when a change forgot it again in between: what is rendered now is kept under
+        # a version nobody will read again, which is what that change asks for.
+        version = cache.get(key) or mine
     return version
 
 
