@@ -144,8 +144,9 @@ def test_empty_is_an_out_of_stock_point_at_the_last_known_price(ichiba, listings
 
 def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, settings):
     """A re-fetch that computes the statistics (they are over an hour old) reads 30 days of
-    points and asks the database for the older part of the 90-day low; a poll reads all 90. A low 40 days old and a price that held from before
-    the 30-day window must come out the same both ways."""
+    points and asks the database for the older part of the 90-day low; a poll reads all 90.
+    A low 40 days old and a price that held from before the 30-day window must come out the
+    same both ways."""
     settings.POLL_HISTORY_MIN_MINUTES = 180
     # 60 days ago ¥700 for 10 days (the 90-day low), then ¥1,200 until 25 days ago, then
     # ¥1,000: the typical price weighs the ¥1,200 that still held when the 30-day window began.
