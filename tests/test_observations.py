@@ -240,3 +240,34 @@ def test_a_poll_always_computes_the_statistics_from_the_history(ichiba, settings
         assert poll(codes=[REFETCHED]).listings == 1
     listing.refresh_from_db()
     assert (listing.typical_price, listing.low_90, listing.stats_at) == (1000, 900, NOW)
+
+
+def test_a_folding_refetch_compares_with_the_point_before_its_answer_not_a_later_one(
+    ichiba, settings
+):
+    """Another process may write a point after this answer was made and before it is kept:
+    "unchanged" is judged against the latest point before the answer, as for any re-fetch."""
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=10))
+    PricePoint.objects.create(
+        listing=listing,
+        observed_at=NOW - dt.timedelta(minutes=10),
+        price=1000,
+        shipping=0,
+        in_stock=True,
+    )
+    later = PricePoint.objects.create(
+        listing=listing,
+        observed_at=NOW + dt.timedelta(minutes=5),
+        price=1100,
+        shipping=0,
+        in_stock=True,
+    )
+    with time_machine.travel(NOW, tick=False):
+        _answer(ichiba, REFETCHED, {"price": 1000})
+        enqueue_for(WatchFactory(listing=listing, target_price=5000))
+        run_cycle()
+    assert _points(listing, NOW - dt.timedelta(minutes=10)) == [
+        (NOW - dt.timedelta(minutes=10), 1000, 0, True),
+        (later.observed_at, 1100, 0, True),
+    ], "unchanged since the point 10 minutes before: no new point"

@@ -62,6 +62,7 @@ _STATS = ("typical_price", "low_90", "stats_at")
 # into them (`observe(…, judging=False)`). An hour moves the ends of a 30-day typical price and
 # a 90-day low by well under a percent of their windows; polling recomputes them anyway.
 STATS_KEPT = dt.timedelta(hours=1)
+_END_OF_TIME = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
@@ -224,8 +225,13 @@ def observe(
         }
         computing = [pk for pk in ids if pk not in folding]
         past = _recent(computing, now, TYPICAL_WINDOW)
-        # A window of nothing: each listing's latest point before `now`, and any written since.
-        past.update(_recent(sorted(folding), now, dt.timedelta(0)))
+        observed_at = {
+            listing.pk: observation.observed_at
+            for listing, result in answers
+            if listing.pk in folding
+            and (observation := as_observation(listing, result, now)) is not None
+        }
+        past.update(_latest_before_each(observed_at, now))
         older_lows = _lows_before(computing, now - LOW_WINDOW, now - TYPICAL_WINDOW)
     batch = Observations()
     for listing, result in answers:
@@ -285,6 +291,18 @@ def _recent(
     for listing_id, row in _latest_before(before_window or stale, now - window).items():
         by_listing[listing_id].insert(0, row)
     return by_listing
+
+
+def _latest_before_each(observed_at: dict[int, dt.datetime], now: dt.datetime) -> dict:
+    """Each listing's latest point before its observation (listing id -> when), as `_recent`
+    gives it: its latest point, one seek each — or, for the rare listing another process wrote
+    a point for since this observation was made, read again from `now` on."""
+    latest = _latest_before(list(observed_at), _END_OF_TIME)
+    past = {pk: [row] for pk, row in latest.items() if row[1] < observed_at[pk]}
+    again = [pk for pk, row in latest.items() if row[1] >= observed_at[pk]]
+    if again:
+        past.update(_recent(again, now, dt.timedelta(0)))
+    return past
 
 
 def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
