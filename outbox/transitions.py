@@ -335,25 +335,27 @@ def _write_events(
     table = connection.ops.quote_name(OutboxEvent._meta.db_table)
     data = [_event_data(outcomes[row_id]) for row_id, _ in won]
     if connection.vendor == "postgresql":
-        # One statement over one array per column: a pipelined executemany still sends,
-        # and psycopg composes, one INSERT per event.
-        _, texts, _ = _array(prep["data"], data)
-        ids = [row_id for row_id, _ in won]
+        # One statement over one JSON document of the events: a pipelined executemany still
+        # sends, and psycopg composes, one INSERT per event; arrays of text (one per column)
+        # had psycopg quote every element with a regular expression — a fifth of a cycle.
+        records = json.dumps(
+            [
+                {
+                    "id": row_id,
+                    "from_status": from_status,
+                    "detail": outcomes[row_id].detail,
+                    "data": event_data,
+                }
+                for (row_id, from_status), event_data in zip(won, data, strict=True)
+            ],
+            cls=prep["data"].encoder,
+        )
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT u.id, u.from_status, %s, %s, u.detail, "  # noqa: S608
-                "u.data::jsonb, %s, %s FROM unnest(%s::bigint[], %s::text[], %s::text[], "
-                "%s::text[]) AS u(id, from_status, detail, data)",
-                [
-                    to.value,
-                    reason,
-                    actor,
-                    at,
-                    ids,
-                    [from_status for _, from_status in won],
-                    [outcomes[row_id].detail for row_id in ids],
-                    texts,
-                ],
+                f"INSERT INTO {table} ({columns}) SELECT r.id, r.from_status, %s, %s, r.detail, "  # noqa: S608
+                "r.data, %s, %s FROM jsonb_to_recordset(%s::jsonb) "
+                "AS r(id bigint, from_status text, detail text, data jsonb)",
+                [to.value, reason, actor, at, records],
             )
         return
     db = connections[DEFAULT_DB_ALIAS]

@@ -106,3 +106,25 @@ def test_one_per_row_value_shared_by_every_row_reaches_each():
         }
     )
     assert set(Outbox.objects.values_list("detail", flat=True)) == {"same"}
+
+
+def test_each_event_keeps_its_own_detail_and_data_and_no_data_stays_null():
+    """Events of one move are written together (on PostgreSQL from one JSON document): each
+    keeps its own detail and data — text that needs quoting, nested JSON, non-ASCII — and a
+    move without data leaves the event's data NULL, not JSON null."""
+    a, b, c = (enqueue_for(WatchFactory()) for _ in range(3))
+    tricky = 'a "quoted", {braced} \\ back\\slashed, ¥900 「安い」'
+    transition_each(
+        {
+            a.pk: Outcome(
+                Status.DROPPED, Reason.MANUAL, detail=tricky, data={"n": [1, {"x": tricky}]}
+            ),
+            b.pk: Outcome(Status.DROPPED, Reason.MANUAL, detail="", data={"price": 900}),
+            c.pk: Outcome(Status.DROPPED, Reason.MANUAL, detail="none"),
+        }
+    )
+    events = {e.outbox_id: e for e in OutboxEvent.objects.filter(to_status=Status.DROPPED)}
+    assert (events[a.pk].detail, events[a.pk].data) == (tricky, {"n": [1, {"x": tricky}]})
+    assert (events[b.pk].detail, events[b.pk].data) == ("", {"price": 900})
+    assert events[c.pk].data is None
+    assert OutboxEvent.objects.filter(outbox_id=c.pk, data__isnull=True).exists()
