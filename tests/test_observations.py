@@ -271,3 +271,27 @@ def test_a_folding_refetch_compares_with_the_point_before_its_answer_not_a_later
         (NOW - dt.timedelta(minutes=10), 1000, 0, True),
         (later.observed_at, 1100, 0, True),
     ], "unchanged since the point 10 minutes before: no new point"
+
+
+def test_a_fold_keeps_statistics_another_process_wrote_while_the_marketplace_was_asked(
+    settings,
+):
+    """The dispatcher loads its listings, then asks the marketplace; a poll may compute the
+    statistics (here a new ¥700 low) in between. Saving the fold must fold into those, not
+    write back what was loaded."""
+    from watches.marketplaces.base import Observation
+    from watches.observations import observe
+
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=10))  # loaded: typical 1234, low 950
+    polled_at = NOW - dt.timedelta(minutes=1)
+    # The poll, meanwhile: statistics computed from the history with its ¥700 answer.
+    Listing.objects.filter(pk=listing.pk).update(typical_price=1000, low_90=700, stats_at=polled_at)
+    answer = Observation(item_code=REFETCHED, price=800, shipping=0, in_stock=True, observed_at=NOW)
+    batch = observe([(listing, answer)], NOW, judging=False)
+    assert batch.folded == {listing.pk: 800}
+    batch.save()
+
+    listing.refresh_from_db()
+    assert (listing.typical_price, listing.low_90, listing.stats_at) == (1000, 700, polled_at)
+    assert listing.price == 800

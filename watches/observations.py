@@ -1,8 +1,9 @@
 """What a marketplace said about listings, kept: the one rule for price history and listing
 state, for price polling and for the dispatcher's re-fetch alike (through `watches.services`).
 
-For a batch of answers, `observe` reads the listings' recent history (two queries for the
-whole batch) and applies the rule in memory; `Observations.save` then writes it in bulk:
+For a batch of answers, `observe` reads the listings' recent history (a few queries for the
+whole batch, whatever its size) and applies the rule in memory; `Observations.save` then
+writes it in bulk:
 
 - an answer with a price and stock is an observation; `empty` (listed, no offer) is one too:
   out of stock, at the last known price; any other error kind is no observation at all;
@@ -89,13 +90,19 @@ class Observations:
     observed: list[Listing] = field(default_factory=list)
     failed: list[Listing] = field(default_factory=list)
     described: list[Listing] = field(default_factory=list)
+    # Listings whose answer was folded into their statistics: id -> the answer's in-stock
+    # effective price (None when out of stock or without one).
+    folded: dict[int, int | None] = field(default_factory=dict)
 
     def save(self) -> None:
         """Write the batch: new points, then each group of listings with only the fields this
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
         while the marketplace was being asked."""
         with transaction.atomic():
-            _lock_in_id_order([*self.observed, *self.failed, *self.described])
+            current = _lock_in_id_order(
+                [*self.observed, *self.failed, *self.described], read_stats=bool(self.folded)
+            )
+            self._fold_again(current)
             PricePoint.objects.bulk_create(self.points, batch_size=500)
             _update(self.observed, (*_OBSERVED, *_STATS))
             _update(self.failed, _FAILED)
@@ -106,16 +113,38 @@ class Observations:
                 # rendered in between would cache the old ones under the new version).
                 transaction.on_commit(lambda: pagecache.listings_changed(changed))
 
+    def _fold_again(self, current: Mapping[int, Sequence[Any]]) -> None:
+        """Fold each folded answer again into its listing's statistics as they are now,
+        under the lock: a poll or another dispatcher may have computed or folded newer ones
+        since the listings were loaded, before the marketplace was asked — writing back the
+        loaded ones would lose them (a lower 90-day low above all)."""
+        by_id = {listing.pk: listing for listing in self.observed}
+        for pk, price in self.folded.items():
+            if pk not in current:
+                continue  # deleted meanwhile: its UPDATE matches nothing
+            listing = by_id[pk]
+            listing.typical_price, low_90, listing.stats_at = current[pk]
+            listing.low_90 = (
+                low_90 if price is None or (low_90 is not None and low_90 <= price) else price
+            )
 
-def _lock_in_id_order(listings: list[Listing]) -> None:
-    """Take the row locks of every listing this batch writes, lowest id first. Two batches
-    (a poll and a dispatcher's re-fetch, or two dispatchers) that share listings would
-    otherwise lock them in the order of their groups and deadlock on PostgreSQL. SQLite
-    locks the whole database on the first write, so there is nothing to order there."""
-    if not listings or not connection.features.has_select_for_update:
-        return
+
+def _lock_in_id_order(listings: list[Listing], *, read_stats: bool) -> dict[int, tuple]:
+    """Take the row locks of every listing this batch writes, lowest id first, and return
+    their statistics as they are now when `read_stats`. Two batches (a poll and a
+    dispatcher's re-fetch, or two dispatchers) that share listings would otherwise lock
+    them in the order of their groups and deadlock on PostgreSQL. SQLite locks the whole
+    database as the transaction begins (BEGIN IMMEDIATE): nothing to order there, and a
+    plain read sees what is current."""
+    locking = connection.features.has_select_for_update
+    if not listings or not (locking or read_stats):
+        return {}
     ids = sorted({listing.pk for listing in listings})
-    list(Listing.objects.filter(pk__in=ids).order_by("pk").select_for_update().values_list("pk"))
+    query = Listing.objects.filter(pk__in=ids).order_by("pk")
+    if locking:
+        query = query.select_for_update()
+    columns = _STATS if read_stats else ()
+    return {pk: tuple(rest) for pk, *rest in query.values_list("pk", *columns)}
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
@@ -254,7 +283,7 @@ def observe(
         points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
         # The pages sort and chart by these: kept current with every observation.
         if listing.pk in folding:
-            _fold(listing, observation)
+            batch.folded[listing.pk] = _fold(listing, observation)
         else:
             fresh = Point(at, observation.effective_price, observation.in_stock)
             listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
@@ -267,15 +296,19 @@ def observe(
     return batch
 
 
-def _fold(listing: Listing, observation: Observation) -> None:
+def _fold(listing: Listing, observation: Observation) -> int | None:
     """The statistics as of `observation`, from those computed at `listing.stats_at` (no
     longer than STATS_KEPT ago): the typical price weighs each price by how long it held, and
     the observation has held for no time yet, so it stays; the 90-day low takes the price if
     lower. What they leave out — the windows' ends having moved on by under STATS_KEPT — the
-    next computation from the history catches up (`stats_at` is left as it was)."""
+    next computation from the history catches up (`stats_at` is left as it was). Returns the
+    price folded in, or None; `Observations.save` folds it again into the statistics current
+    when it writes."""
     price = observation.effective_price
-    if observation.in_stock and price is not None:
-        listing.low_90 = price if listing.low_90 is None else min(listing.low_90, price)
+    if not observation.in_stock or price is None:
+        return None
+    listing.low_90 = price if listing.low_90 is None else min(listing.low_90, price)
+    return price
 
 
 def _recent(
