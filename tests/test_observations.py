@@ -55,19 +55,7 @@ STEPS = [
 def listings(ichiba, settings):
     settings.POLL_HISTORY_MIN_MINUTES = 180
     history = [1000] * 20 + [None] * 3 + [1100] * 20 + [1000] * 5
-    both = []
-    for code in (POLLED, REFETCHED):
-        # Last polled an hour before the test's clock: no fresh observation spares the
-        # dispatcher its request at the first step.
-        listing = ListingFactory(
-            source="rakuten",
-            item_code=code,
-            price=1000,
-            shipping=0,
-            last_polled_at=NOW - dt.timedelta(hours=1),
-        )
-        both.append(with_history(listing, history, now=NOW))
-    return both
+    return [_listing(code, history) for code in (POLLED, REFETCHED)]
 
 
 def _answer(ichiba, code: str, answer) -> None:
@@ -151,17 +139,7 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
     # 60 days ago ¥700 for 10 days (the 90-day low), then ¥1,200 until 25 days ago, then
     # ¥1,000: the typical price weighs the ¥1,200 that still held when the 30-day window began.
     history = [700] * 10 + [1200] * 25 + [None] * 2 + [1000] * 23
-    both = []
-    for code in (POLLED, REFETCHED):
-        listing = ListingFactory(
-            source="rakuten",
-            item_code=code,
-            price=1000,
-            shipping=0,
-            last_polled_at=NOW - dt.timedelta(hours=1),  # not fresh: the dispatcher asks
-        )
-        both.append(with_history(listing, history, now=NOW))
-    polled, refetched = both
+    polled, refetched = (_listing(code, history) for code in (POLLED, REFETCHED))
     # Statistics computed over an hour ago: the re-fetch computes them from the history.
     Listing.objects.filter(pk=refetched.pk).update(stats_at=NOW - dt.timedelta(hours=2))
     with time_machine.travel(NOW, tick=False):
@@ -177,18 +155,25 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
     assert _points(polled, NOW) == _points(refetched, NOW) == [(NOW, 1000, 0, True)]
 
 
+def _listing(code: str, history: list[int | None]) -> Listing:
+    """A Rakuten listing at ¥1,000 with `history` (a point a day) and its statistics, last
+    polled an hour before NOW: no observation is fresh enough to spare the dispatcher its
+    request."""
+    listing = ListingFactory(
+        source="rakuten",
+        item_code=code,
+        price=1000,
+        shipping=0,
+        last_polled_at=NOW - dt.timedelta(hours=1),
+    )
+    return with_history(listing, history, now=NOW)
+
+
 def _refetched_listing(stats_age: dt.timedelta) -> Listing:
     """A listing whose history says typical ¥1,000 and 90-day low ¥900, but whose stored
     statistics (¥1,234 and ¥950, computed `stats_age` before NOW) say otherwise: which of the
     two a re-fetch leaves shows whether it read the history."""
-    listing = ListingFactory(
-        source="rakuten",
-        item_code=REFETCHED,
-        price=1000,
-        shipping=0,
-        last_polled_at=NOW - dt.timedelta(hours=3),  # not fresh: the dispatcher asks
-    )
-    with_history(listing, [900] + [1000] * 29, now=NOW)
+    listing = _listing(REFETCHED, [900] + [1000] * 29)
     Listing.objects.filter(pk=listing.pk).update(
         typical_price=1234, low_90=950, stats_at=NOW - stats_age
     )
