@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from django.db import connection, models
@@ -14,11 +14,17 @@ def update_by_id(
     rows: Iterable[tuple[Any, Sequence[Any]]],
     *,
     locked: bool = False,
+    lowering: Collection[str] = (),
 ) -> int:
     """For each (id, values) of `rows`, `UPDATE <table> SET <fields> = <values> WHERE id = …`;
     each value is prepared by its field exactly as the ORM would save it. Cheaper than
     `bulk_update`, which builds a CASE over every id for every field. Returns how many rows
     were given.
+
+    A field named in `lowering` only ever goes down: it takes the value given where that is
+    lower than the stored one or nothing is stored, and keeps the stored one otherwise (and
+    where the value given is NULL) — decided in the statement, so a concurrent writer's
+    lower value is never overwritten by one read before it.
 
     SQLite: one executemany. PostgreSQL: the rows locked lowest id first (unless the caller
     says it holds their locks already, `locked`), then one `UPDATE … FROM unnest(<one array
@@ -54,9 +60,19 @@ def update_by_id(
     table = connection.ops.quote_name(model._meta.db_table)
     pk = connection.ops.quote_name(model._meta.pk.column)
     if connection.vendor == "postgresql":
-        _update_unnest(model, model_fields, params, lock=not locked)
+        _update_unnest(model, model_fields, params, lock=not locked, lowering=lowering)
         return len(params)
-    columns = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in model_fields)
+    quote = connection.ops.quote_name
+    columns = ", ".join(
+        # SQLite's two-argument MIN is NULL when either is: each side falls back to the other.
+        f"{quote(f.column)} = MIN(COALESCE({quote(f.column)}, %s), COALESCE(%s, {quote(f.column)}))"
+        if f.name in lowering
+        else f"{quote(f.column)} = %s"
+        for f in model_fields
+    )
+    lowered = [i for i, f in enumerate(model_fields) if f.name in lowering]
+    if lowered:
+        params = [_twice(row, lowered) for row in params]
     with connection.cursor() as cursor:
         # Only quoted identifiers are formatted in; every value is a parameter.
         cursor.executemany(f"UPDATE {table} SET {columns} WHERE {pk} = %s", params)  # noqa: S608
@@ -69,6 +85,7 @@ def _update_unnest(
     params: list[list[Any]],
     *,
     lock: bool,
+    lowering: Collection[str],
 ) -> None:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
@@ -78,7 +95,11 @@ def _update_unnest(
     names = [f"c{i}" for i in range(len(all_fields))]
     arrays = ", ".join(f"%s::{f.cast_db_type(connection)}[]" for f in all_fields)
     assignments = ", ".join(
-        f"{quote(f.column)} = u.{name}" for f, name in zip(model_fields, names, strict=False)
+        # LEAST ignores NULLs: the lower of the two, or whichever is not NULL.
+        f"{quote(f.column)} = LEAST(t.{quote(f.column)}, u.{name})"
+        if f.name in lowering
+        else f"{quote(f.column)} = u.{name}"
+        for f, name in zip(model_fields, names, strict=False)
     )
     columns = [list(column) for column in zip(*params, strict=True)]
     ids = columns[-1]
@@ -95,3 +116,13 @@ def _update_unnest(
             f"FROM unnest({arrays}) AS u({', '.join(names)}) WHERE t.{pk} = u.{names[-1]}",
             columns,
         )
+
+
+def _twice(row: list[Any], indexes: list[int]) -> list[Any]:
+    """`row` with the values at `indexes` given twice, as a lowering column's SQL reads them."""
+    out: list[Any] = []
+    for i, value in enumerate(row):
+        out.append(value)
+        if i in indexes:
+            out.append(value)
+    return out

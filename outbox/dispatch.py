@@ -225,7 +225,9 @@ def _refetch(
     ]
     if stale:
         asked_at = cycle.clock()
-        answers = services.refetch(stale, asked_at, fresh_within=max_age)
+        # The listings were loaded with this batch's rows (`_load`), a moment ago: a poll's
+        # observation since then is missed at worst, and asked for once more.
+        answers = services.refetch(stale, asked_at, fresh_within=max_age, as_loaded=True)
         cycle.fetched.update((pk, (_answered_at(asked_at, r), r)) for pk, r in answers.items())
     return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}
 

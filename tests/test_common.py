@@ -169,6 +169,28 @@ def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
     assert Watch.objects.get(pk=second.pk).last_notified_at == NOW - dt.timedelta(days=1)
 
 
+@pytest.mark.django_db
+def test_update_by_id_lowers_a_lowering_field_and_never_raises_it():
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    lower, higher, unknown, no_value = ListingFactory.create_batch(4, low_90=900)
+    Listing.objects.filter(pk=unknown.pk).update(low_90=None)
+    rows = [
+        (lower.pk, (1100, 800)),
+        (higher.pk, (1200, 950)),
+        (unknown.pk, (1300, 990)),
+        (no_value.pk, (1400, None)),
+    ]
+
+    assert update_by_id(Listing, ("price", "low_90"), rows, lowering=("low_90",)) == 4
+
+    values = dict(Listing.objects.values_list("pk", "price"))
+    lows = dict(Listing.objects.values_list("pk", "low_90"))
+    assert [values[pk] for pk, _ in rows] == [1100, 1200, 1300, 1400], "the others as given"
+    assert [lows[pk] for pk, _ in rows] == [800, 900, 990, 900]
+
+
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the unnest statement is PostgreSQL's path"
 )
@@ -259,3 +281,29 @@ def test_the_file_cache_counts_its_files_once_every_so_many_writes_and_still_cul
     assert listings == 10, "one count of the files per 10 writes, not one per write"
     assert len(real()) <= 20 + 10, "culled: over MAX_ENTRIES by at most CULL_EVERY"
     assert cache.get("page-99") == "x" * 100
+
+
+def test_the_file_cache_deletes_many_keys_those_present_and_only_those(tmp_path):
+    from common import filecache
+
+    cache = filecache.FileCache(str(tmp_path), {})
+    cache.set("kept", "k")
+    cache.set("page-1", "a")
+    cache.set("page-2", "b", version=2)
+
+    cache.delete_many(["page-1", "page-2", "never-written"])
+    assert cache.get("page-1") is None
+    assert cache.get("page-2", version=2) == "b", "another version's file is not that key's"
+    assert cache.get("kept") == "k"
+
+    cache.delete_many(["page-2"], version=2)
+    assert cache.get("page-2", version=2) is None
+
+
+def test_the_file_cache_deletes_many_before_its_folder_exists(tmp_path):
+    from common import filecache
+
+    cache = filecache.FileCache(str(tmp_path / "not-yet"), {})
+    cache.delete_many(["page-1"])  # nothing to delete, nothing raised
+    cache.set("page-1", "a")
+    assert cache.get("page-1") == "a"

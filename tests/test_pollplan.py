@@ -237,6 +237,29 @@ def test_a_fresh_poll_observation_serves_as_the_dispatchers_refetch(clock, rakut
     assert stale_copy.price == 880
 
 
+def test_a_listing_the_caller_just_loaded_serves_as_it_is_without_a_second_read(
+    clock, rakuten, django_assert_num_queries
+):
+    """The dispatcher loads its listings with the batch: `as_loaded` takes their state as
+    loaded — a fresh one is the answer with no query and no request; a stale one is asked."""
+    fresh = listing(rakuten, "loaded-fresh", price=880, last_polled_at=T0 - dt.timedelta(minutes=2))
+    stale = listing(rakuten, "loaded-stale", last_polled_at=T0 - dt.timedelta(minutes=10))
+    with django_assert_num_queries(0):
+        answers = services.refetch(
+            [fresh], T0, fresh_within=dt.timedelta(minutes=5), as_loaded=True
+        )
+    assert rakuten.requests == []
+    assert (answers[fresh.pk].price, answers[fresh.pk].observed_at) == (
+        880,
+        T0 - dt.timedelta(minutes=2),
+    )
+
+    rakuten.add("shop:loaded-stale", price=700)
+    answers = services.refetch([stale], T0, fresh_within=dt.timedelta(minutes=5), as_loaded=True)
+    assert len(rakuten.requests) == 1
+    assert answers[stale.pk].price == 700
+
+
 def test_an_older_observation_is_asked_again(clock, rakuten):
     target = listing(rakuten, "old", last_polled_at=T0 - dt.timedelta(minutes=10))
     answers = services.refetch([target], T0, fresh_within=dt.timedelta(minutes=5))

@@ -91,20 +91,37 @@ class Observations:
     failed: list[Listing] = field(default_factory=list)
     described: list[Listing] = field(default_factory=list)
     # Listings whose answer was folded into their statistics: id -> the answer's in-stock
-    # effective price (None when out of stock or without one).
+    # effective price (None when out of stock or without one), which `save` lowers the
+    # stored 90-day low to.
     folded: dict[int, int | None] = field(default_factory=dict)
 
     def save(self) -> None:
         """Write the batch: new points, then each group of listings with only the fields this
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
         while the marketplace was being asked."""
+        folded = [listing for listing in self.observed if listing.pk in self.folded]
+        computed = [listing for listing in self.observed if listing.pk not in self.folded]
         with transaction.atomic():
-            current = _lock_in_id_order(
-                [*self.observed, *self.failed, *self.described], read_stats=bool(self.folded)
-            )
-            self._fold_again(current)
+            _lock_in_id_order([*self.observed, *self.failed, *self.described])
             PricePoint.objects.bulk_create(self.points, batch_size=500)
-            _update(self.observed, (*_OBSERVED, *_STATS))
+            _update(computed, (*_OBSERVED, *_STATS))
+            # A folded answer lowers the 90-day low as the statement finds it, not as it was
+            # loaded: a poll or another dispatcher may have computed or folded newer
+            # statistics since (a lower low above all), and those stay; the typical price
+            # and `stats_at` are theirs, untouched.
+            update_by_id(
+                Listing,
+                (*_OBSERVED, "low_90"),
+                (
+                    (
+                        listing.pk,
+                        [*(getattr(listing, n) for n in _OBSERVED), self.folded[listing.pk]],
+                    )
+                    for listing in folded
+                ),
+                locked=True,
+                lowering=("low_90",),
+            )
             _update(self.failed, _FAILED)
             _update(self.described, _DESCRIPTIVE)
             changed = [listing.pk for listing in (*self.observed, *self.described)]
@@ -113,38 +130,16 @@ class Observations:
                 # rendered in between would cache the old ones under the new version).
                 transaction.on_commit(lambda: pagecache.listings_changed(changed))
 
-    def _fold_again(self, current: Mapping[int, Sequence[Any]]) -> None:
-        """Fold each folded answer again into its listing's statistics as they are now,
-        under the lock: a poll or another dispatcher may have computed or folded newer ones
-        since the listings were loaded, before the marketplace was asked — writing back the
-        loaded ones would lose them (a lower 90-day low above all)."""
-        by_id = {listing.pk: listing for listing in self.observed}
-        for pk, price in self.folded.items():
-            if pk not in current:
-                continue  # deleted meanwhile: its UPDATE matches nothing
-            listing = by_id[pk]
-            listing.typical_price, low_90, listing.stats_at = current[pk]
-            listing.low_90 = (
-                low_90 if price is None or (low_90 is not None and low_90 <= price) else price
-            )
 
-
-def _lock_in_id_order(listings: list[Listing], *, read_stats: bool) -> dict[int, tuple]:
-    """Take the row locks of every listing this batch writes, lowest id first, and return
-    their statistics as they are now when `read_stats`. Two batches (a poll and a
-    dispatcher's re-fetch, or two dispatchers) that share listings would otherwise lock
-    them in the order of their groups and deadlock on PostgreSQL. SQLite locks the whole
-    database as the transaction begins (BEGIN IMMEDIATE): nothing to order there, and a
-    plain read sees what is current."""
-    locking = connection.features.has_select_for_update
-    if not listings or not (locking or read_stats):
-        return {}
+def _lock_in_id_order(listings: list[Listing]) -> None:
+    """Take the row locks of every listing this batch writes, lowest id first. Two batches
+    (a poll and a dispatcher's re-fetch, or two dispatchers) that share listings would
+    otherwise lock them in the order of their groups and deadlock on PostgreSQL. SQLite locks
+    the whole database as the transaction begins (BEGIN IMMEDIATE): nothing to order there."""
+    if not listings or not connection.features.has_select_for_update:
+        return
     ids = sorted({listing.pk for listing in listings})
-    query = Listing.objects.filter(pk__in=ids).order_by("pk")
-    if locking:
-        query = query.select_for_update()
-    columns = _STATS if read_stats else ()
-    return {pk: tuple(rest) for pk, *rest in query.values_list("pk", *columns)}
+    list(Listing.objects.filter(pk__in=ids).order_by("pk").select_for_update().values_list("pk"))
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
@@ -180,24 +175,40 @@ def ask(
     return {code: answers.get(code) or missing for code in codes}
 
 
-def fresh_observations(listings: Sequence[Listing], since: dt.datetime) -> dict[int, Observation]:
+def fresh_observations(
+    listings: Sequence[Listing], since: dt.datetime, *, as_loaded: bool = False
+) -> dict[int, Observation]:
     """The last-seen state of those `listings` last observed (not failed) at or after
     `since`, read fresh in one query, as the Observations they were; the listings are given
-    that state in memory too."""
+    that state in memory too. With `as_loaded`, the caller read the listings from the
+    database a moment ago (the dispatcher, in the same batch): their state is taken as it is,
+    without reading it again."""
     if not listings:
         return {}
-    by_id = {listing.pk: listing for listing in listings}
-    rows = Listing.objects.filter(
-        pk__in=list(by_id), last_polled_at__gte=since, last_error=""
-    ).values_list("pk", *_OBSERVED, *_STATS)
+    if as_loaded:
+        current = [
+            listing
+            for listing in listings
+            if listing.last_polled_at is not None
+            and listing.last_polled_at >= since
+            and not listing.last_error
+        ]
+    else:
+        by_id = {listing.pk: listing for listing in listings}
+        rows = Listing.objects.filter(
+            pk__in=list(by_id), last_polled_at__gte=since, last_error=""
+        ).values_list("pk", *_OBSERVED, *_STATS)
+        current = []
+        for pk, *values in rows:
+            listing = by_id[pk]
+            for name, value in zip((*_OBSERVED, *_STATS), values, strict=True):
+                setattr(listing, name, value)
+            current.append(listing)
     fresh: dict[int, Observation] = {}
-    for pk, *values in rows:
-        listing = by_id[pk]
-        for name, value in zip((*_OBSERVED, *_STATS), values, strict=True):
-            setattr(listing, name, value)
+    for listing in current:
         if listing.price is None or listing.in_stock is None:
             continue  # never observed with a price: ask the marketplace
-        fresh[pk] = Observation(
+        fresh[listing.pk] = Observation(
             item_code=listing.item_code,
             price=listing.price,
             shipping=listing.shipping,
@@ -302,7 +313,7 @@ def _fold(listing: Listing, observation: Observation) -> int | None:
     the observation has held for no time yet, so it stays; the 90-day low takes the price if
     lower. What they leave out — the windows' ends having moved on by under STATS_KEPT — the
     next computation from the history catches up (`stats_at` is left as it was). Returns the
-    price folded in, or None; `Observations.save` folds it again into the statistics current
+    price folded in, or None; `Observations.save` folds it into the statistics as they are
     when it writes."""
     price = observation.effective_price
     if not observation.in_stock or price is None:

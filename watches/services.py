@@ -70,7 +70,11 @@ listings_paused = Signal()
 
 
 def refetch(
-    listings: Iterable[Listing], now: dt.datetime, *, fresh_within: dt.timedelta | None = None
+    listings: Iterable[Listing],
+    now: dt.datetime,
+    *,
+    fresh_within: dt.timedelta | None = None,
+    as_loaded: bool = False,
 ) -> dict[int, FetchResult]:
     """Ask each listing's marketplace about it now (one adapter call per source; no
     transaction open), keep every answer by the observation rule (`watches.observations`,
@@ -79,11 +83,13 @@ def refetch(
 
     With `fresh_within`, a listing whose last poll (or re-fetch) observed it successfully
     within that long of `now` is not asked again: its answer is that observation, as
-    stored, and nothing is written for it — the marketplace's budget is spent once."""
+    stored, and nothing is written for it — the marketplace's budget is spent once. The
+    listings' state is read again for that unless `as_loaded` says the caller read them a
+    moment ago."""
     listings = list(listings)
     results: dict[int, FetchResult] = {}
     if fresh_within is not None:
-        results = fresh_observations(listings, now - fresh_within)
+        results = fresh_observations(listings, now - fresh_within, as_loaded=as_loaded)
         listings = [listing for listing in listings if listing.pk not in results]
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
