@@ -258,6 +258,27 @@ def test_a_folding_refetch_compares_with_the_point_before_its_answer_not_a_later
     ], "unchanged since the point 10 minutes before: no new point"
 
 
+@pytest.mark.parametrize("answer", [1000, 1100], ids=["the later point's", "the earlier one's"])
+def test_of_two_points_at_one_moment_the_later_written_is_what_unchanged_compares_with(
+    ichiba, settings, answer
+):
+    """Two processes may write points stamped alike; the one written last (the higher id) is
+    the listing's latest, on either database's way of reading it."""
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=10))
+    moment = NOW - dt.timedelta(minutes=10)
+    for price in (1100, 1000):
+        PricePoint.objects.create(
+            listing=listing, observed_at=moment, price=price, shipping=0, in_stock=True
+        )
+    with time_machine.travel(NOW, tick=False):
+        _answer(ichiba, REFETCHED, {"price": answer})
+        enqueue_for(WatchFactory(listing=listing, target_price=5000))
+        run_cycle()
+    written = [point[1] for point in _points(listing, NOW)]
+    assert written == ([] if answer == 1000 else [1100])
+
+
 def test_a_fold_keeps_statistics_another_process_wrote_while_the_marketplace_was_asked(
     settings,
 ):
