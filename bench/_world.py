@@ -16,12 +16,23 @@ def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
     from watches.history import refresh_stats
     from watches.models import Listing, PricePoint
 
-    DemoProduct.objects.bulk_create(
+    products = DemoProduct.objects.bulk_create(
         (DemoProduct(item_code=c, name=f"bench item {c}", price=900) for c in codes),
         batch_size=2000,
     )
+    # Described as the polls left them (the shop's name filled in): a re-fetch then has
+    # nothing descriptive to write, as in production.
     listings = Listing.objects.bulk_create(
-        (Listing(source="demo", item_code=c, name=f"bench item {c}", price=900) for c in codes),
+        (
+            Listing(
+                source="demo",
+                item_code=p.item_code,
+                name=p.name,
+                shop_name=p.shop_name,
+                price=900,
+            )
+            for p in products
+        ),
         batch_size=2000,
     )
     now = timezone.now()
