@@ -66,9 +66,13 @@ def build(origin: str) -> None:
     call_command("migrate", verbosity=0)
     call_command("vapid_keys", "--ensure", verbosity=0, stdout=io.StringIO())
     codes = [f"bench-{i}" for i in range(LISTINGS)]
-    DemoProduct.objects.bulk_create(DemoProduct(item_code=c, name=c, price=900) for c in codes)
+    products = DemoProduct.objects.bulk_create(
+        DemoProduct(item_code=c, name=c, price=900) for c in codes
+    )
+    # Described as the polls left them: a re-fetch has nothing descriptive to write.
     listings = Listing.objects.bulk_create(
-        Listing(source="demo", item_code=c, name=c, price=900) for c in codes
+        Listing(source="demo", item_code=p.item_code, name=p.name, shop_name=p.shop_name, price=900)
+        for p in products
     )
 
     devices = webpush_devices(origin, "bench", DEVICES)

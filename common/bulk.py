@@ -30,6 +30,8 @@ def update_by_id(
     says it holds their locks already, `locked`), then one `UPDATE … FROM unnest(<one array
     per column>)` — one statement to parse whatever the number of rows (an executemany is a
     statement per row, each composed and parsed anew)."""
+    if isinstance(lowering, str):
+        raise TypeError("lowering is a collection of field names, not one name")
     model_fields = [model._meta.get_field(name) for name in fields]
     prepared: list[dict[tuple[type, Any], Any]] = [{} for _ in model_fields]
 

@@ -18,6 +18,8 @@ from django.core.cache.backends.filebased import FileBasedCache
 CULL_EVERY = 100
 
 _writes = itertools.count(1)
+# From how many keys `delete_many` lists the folder rather than trying each file.
+_LIST_FROM = 20
 
 
 class FileCache(FileBasedCache):
@@ -29,7 +31,12 @@ class FileCache(FileBasedCache):
         # Django deletes key by key, a stat() of each file first: forgetting the versions of
         # the 2,000 listings a dispatch cycle re-fetched — few of which have a cached page —
         # cost more than writing the listings back. One listing of the directory tells which
-        # files are there; only those are removed.
+        # files are there; only those are removed. A few keys (a staff edit, a pause) are
+        # cheaper deleted one by one than the listing of a folder of up to MAX_ENTRIES files.
+        keys = list(keys)
+        if len(keys) < _LIST_FROM:
+            super().delete_many(keys, version)
+            return
         try:
             present = set(os.listdir(self._dir))
         except FileNotFoundError:

@@ -191,6 +191,18 @@ def test_update_by_id_lowers_a_lowering_field_and_never_raises_it():
     assert [lows[pk] for pk, _ in rows] == [800, 900, 990, 900]
 
 
+@pytest.mark.django_db
+def test_update_by_id_refuses_one_name_for_its_lowering_fields():
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listing = ListingFactory(low_90=900, price=1000)
+    with pytest.raises(TypeError, match="collection of field names"):
+        update_by_id(Listing, ("price", "low_90"), [(listing.pk, (1100, 950))], lowering="low_90")
+    listing.refresh_from_db()
+    assert (listing.price, listing.low_90) == (1000, 900), "nothing written"
+
+
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="the unnest statement is PostgreSQL's path"
 )
@@ -283,27 +295,30 @@ def test_the_file_cache_counts_its_files_once_every_so_many_writes_and_still_cul
     assert cache.get("page-99") == "x" * 100
 
 
-def test_the_file_cache_deletes_many_keys_those_present_and_only_those(tmp_path):
+@pytest.mark.parametrize("absent", [0, 30], ids=["a few keys", "more than it tries one by one"])
+def test_the_file_cache_deletes_many_keys_those_present_and_only_those(tmp_path, absent):
     from common import filecache
 
     cache = filecache.FileCache(str(tmp_path), {})
     cache.set("kept", "k")
     cache.set("page-1", "a")
     cache.set("page-2", "b", version=2)
+    never_written = [f"never-written-{n}" for n in range(absent)]
 
-    cache.delete_many(["page-1", "page-2", "never-written"])
+    cache.delete_many(["page-1", "page-2", *never_written])
     assert cache.get("page-1") is None
     assert cache.get("page-2", version=2) == "b", "another version's file is not that key's"
     assert cache.get("kept") == "k"
 
-    cache.delete_many(["page-2"], version=2)
+    cache.delete_many(["page-2", *never_written], version=2)
     assert cache.get("page-2", version=2) is None
+    assert cache.get("kept") == "k"
 
 
 def test_the_file_cache_deletes_many_before_its_folder_exists(tmp_path):
     from common import filecache
 
     cache = filecache.FileCache(str(tmp_path / "not-yet"), {})
-    cache.delete_many(["page-1"])  # nothing to delete, nothing raised
+    cache.delete_many([f"page-{n}" for n in range(30)])  # nothing to delete, nothing raised
     cache.set("page-1", "a")
     assert cache.get("page-1") == "a"

@@ -267,10 +267,13 @@ def test_an_older_observation_is_asked_again(clock, rakuten):
     assert isinstance(answers[target.pk], Observation)
 
 
-def test_a_failed_poll_is_no_fresh_observation(clock, rakuten):
+@pytest.mark.parametrize("as_loaded", [False, True], ids=["read again", "as the caller loaded it"])
+def test_a_failed_poll_is_no_fresh_observation(clock, rakuten, as_loaded):
     target = listing(rakuten, "broken", last_polled_at=T0, last_error="server: HTTP 500")
     rakuten.behave["shop:broken"] = "server"
-    answers = services.refetch([target], T0, fresh_within=dt.timedelta(minutes=5))
+    answers = services.refetch(
+        [target], T0, fresh_within=dt.timedelta(minutes=5), as_loaded=as_loaded
+    )
     assert len(rakuten.requests) == 1
     assert isinstance(answers[target.pk], FetchError)
 

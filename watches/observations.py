@@ -313,8 +313,8 @@ def _fold(listing: Listing, observation: Observation) -> int | None:
     the observation has held for no time yet, so it stays; the 90-day low takes the price if
     lower. What they leave out — the windows' ends having moved on by under STATS_KEPT — the
     next computation from the history catches up (`stats_at` is left as it was). Returns the
-    price folded in, or None; `Observations.save` folds it into the statistics as they are
-    when it writes."""
+    price folded in, or None; `Observations.save` lowers the stored 90-day low to it in the
+    UPDATE itself (a lower one written meanwhile stays)."""
     price = observation.effective_price
     if not observation.in_stock or price is None:
         return None
@@ -378,14 +378,17 @@ def _latest_before_lateral(
     set it built) and looked each point up again by id: 2.4× the time over 500 listings.
     SQLite has no LATERAL, and needs none: its index ends in the rowid, so the seek is one
     step already."""
-    table = PricePoint._meta.db_table
-    selected = ", ".join(columns)
+    quote = connection.ops.quote_name
+    table = quote(PricePoint._meta.db_table)
+    column = {f.attname: quote(f.column) for f in PricePoint._meta.concrete_fields}
+    selected = ", ".join(column[name] for name in columns)
+    listing, at, pk = column["listing_id"], column["observed_at"], column["id"]
     with connection.cursor() as cursor:
         # Only the model's own table and column names are formatted in; values are parameters.
         cursor.execute(
             f"SELECT {selected} FROM unnest(%s::bigint[]) AS l(id) CROSS JOIN LATERAL "  # noqa: S608
-            f"(SELECT {selected} FROM {table} WHERE listing_id = l.id AND observed_at < %s "
-            "ORDER BY observed_at DESC, id DESC LIMIT 1) AS p",
+            f"(SELECT {selected} FROM {table} WHERE {listing} = l.id AND {at} < %s "
+            f"ORDER BY {at} DESC, {pk} DESC LIMIT 1) AS p",
             [listing_ids, moment],
         )
         return {row[0]: row for row in cursor.fetchall()}
