@@ -6,23 +6,18 @@ from __future__ import annotations
 import datetime as dt
 
 
-def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
-    """A demo product and a listing at ¥900 for each item code, with `days` of history,
-    `per_day` points a day (prices around ¥900–1,100, out of stock now and then), and its
-    statistics computed from it."""
-    from django.utils import timezone
-
+def demo_listings(codes: list[str], names: list[str]) -> list:
+    """A demo product at ¥900 and its listing for each item code, the listing described as
+    the polls left it (the shop's name filled in): a re-fetch then has nothing descriptive to
+    write, as in production."""
     from demo.models import DemoProduct
-    from watches.history import refresh_stats
-    from watches.models import Listing, PricePoint
+    from watches.models import Listing
 
     products = DemoProduct.objects.bulk_create(
-        (DemoProduct(item_code=c, name=f"bench item {c}", price=900) for c in codes),
+        (DemoProduct(item_code=c, name=n, price=900) for c, n in zip(codes, names, strict=True)),
         batch_size=2000,
     )
-    # Described as the polls left them (the shop's name filled in): a re-fetch then has
-    # nothing descriptive to write, as in production.
-    listings = Listing.objects.bulk_create(
+    return Listing.objects.bulk_create(
         (
             Listing(
                 source="demo",
@@ -35,6 +30,18 @@ def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
         ),
         batch_size=2000,
     )
+
+
+def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
+    """A demo product and a listing at ¥900 for each item code, with `days` of history,
+    `per_day` points a day (prices around ¥900–1,100, out of stock now and then), and its
+    statistics computed from it."""
+    from django.utils import timezone
+
+    from watches.history import refresh_stats
+    from watches.models import PricePoint
+
+    listings = demo_listings(codes, [f"bench item {c}" for c in codes])
     now = timezone.now()
     step = dt.timedelta(days=1) / per_day
     points = days * per_day

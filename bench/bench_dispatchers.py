@@ -27,6 +27,7 @@ from pathlib import Path
 from _push import due_webpush_rows, start_slow_push_service, webpush_devices
 from _reset import reset_due
 from _setup import PG_SERVER, postgres_available
+from _world import demo_listings
 
 ROOT = Path(__file__).resolve().parent.parent
 _ARGS = sys.argv[1:] if len(sys.argv) > 1 and sys.argv[1].isdigit() else []
@@ -60,20 +61,10 @@ def build(origin: str) -> None:
     _django()
     from django.core.management import call_command
 
-    from demo.models import DemoProduct
-    from watches.models import Listing
-
     call_command("migrate", verbosity=0)
     call_command("vapid_keys", "--ensure", verbosity=0, stdout=io.StringIO())
     codes = [f"bench-{i}" for i in range(LISTINGS)]
-    products = DemoProduct.objects.bulk_create(
-        DemoProduct(item_code=c, name=c, price=900) for c in codes
-    )
-    # Described as the polls left them: a re-fetch has nothing descriptive to write.
-    listings = Listing.objects.bulk_create(
-        Listing(source="demo", item_code=p.item_code, name=p.name, shop_name=p.shop_name, price=900)
-        for p in products
-    )
+    listings = demo_listings(codes, codes)
 
     devices = webpush_devices(origin, "bench", DEVICES)
     due_webpush_rows(devices, listings, ROWS)
