@@ -18,3 +18,19 @@ def reset_due(due) -> None:
         cursor.execute(
             "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
         )
+
+
+def settle() -> None:
+    """What a steady production database has before a run, after a reset that rewrote every
+    row seconds ago: on PostgreSQL, no dead tuples and fresh planner statistics (autovacuum's
+    job: rounds seconds apart outrun it, and it may be off on a bench machine; dead tuples
+    made every round slower than the one before); on SQLite, the write-ahead log folded back
+    (the reset's pages would otherwise be checkpointed inside whichever measured commit
+    crosses the threshold, ±25 % on one side of a round). Outside the measured time."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("VACUUM ANALYZE")
+        else:
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")

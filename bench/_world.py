@@ -105,7 +105,8 @@ def as_the_poll_left_them(cycle_at, built: int, moved: str | None = None) -> Non
     first."""
     from django.db import connection, transaction
 
-    polled_at = cycle_at - POLLED_BEFORE
+    # As the ORM stores it (SQLite: naive UTC text), so what reads the text back finds its form.
+    polled_at = connection.ops.adapt_datetimefield_value(cycle_at - POLLED_BEFORE)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("DELETE FROM watches_pricepoint WHERE id > %s", [built])
         cursor.execute(

@@ -71,11 +71,15 @@ def run(vendor: str) -> None:
     from django.conf import settings
     from django.db import connection
 
+    from common.longlived import freeze_loaded
+
     worlds = [build(n, rows, listings) for n, (rows, listings) in enumerate(WORLDS)]
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # what autovacuum (PostgreSQL) keeps in production
         cursor.execute("SELECT MAX(id) FROM watches_pricepoint")
         built = cursor.fetchone()[0]
+    # As a django-q2 worker does at spawn (outbox.apps); the floor's side shares the process.
+    freeze_loaded(["outbox.tasks"])
     wall: dict[tuple[int, str], list[float]] = {}
     cpu: dict[tuple[int, str], list[float]] = {}
     queries: dict[tuple[int, str], int] = {}
@@ -163,6 +167,7 @@ def build(n: int, rows: int, listing_count: int) -> World:
 def reset(world: World, built: int) -> None:
     """`world`'s rows due, every other world's rows pending far in the future; no events, no
     baselines; every listing as the poll that detected its rows left it."""
+    from _reset import settle
     from _world import as_the_poll_left_them
     from django.db import connection, transaction
     from django.utils import timezone
@@ -181,6 +186,7 @@ def reset(world: World, built: int) -> None:
             "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
         )
     as_the_poll_left_them(now, built, moved=f"bench-{MOVED}-")
+    settle()
 
 
 def ours(world: World) -> None:

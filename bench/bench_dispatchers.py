@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from _push import due_webpush_rows, start_slow_push_service, webpush_devices
-from _reset import reset_due
+from _reset import reset_due, settle
 from _setup import PG_SERVER, postgres_available
 from _world import demo_listings
 
@@ -75,24 +75,21 @@ def reset() -> None:
     _django()
     import datetime as dt
 
-    from django.db import connection
     from django.utils import timezone
 
     reset_due(timezone.now() - dt.timedelta(seconds=1))
-    # Each round rewrites every row and watch; production's autovacuum keeps up with a
-    # minute's dispatch, but rounds seconds apart outrun it, and the dead tuples they leave
-    # made later rounds slower than earlier ones (x4: 3.22 -> 2.62 -> 2.34). Vacuuming here
-    # gives every round the table a steady production would have.
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
+    # Each round rewrites every row and watch; without this, later rounds ran slower than
+    # earlier ones on PostgreSQL (x4: 3.22 -> 2.62 -> 2.34).
+    settle()
 
 
 def dispatch(ready: Path, go: Path) -> None:
     """One dispatcher process: cycles until one finds nothing to claim; prints what it sent."""
     _django()
+    from common.longlived import freeze_loaded
     from outbox.dispatch import run_cycle
 
+    freeze_loaded(["outbox.tasks"])  # as a worker does at spawn (outbox.apps)
     ready.touch()
     while not go.exists():
         time.sleep(0.002)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from common.lookups import one_of
 from demo.models import DemoProduct
 from watches.marketplaces.base import (
     FetchError,
@@ -45,7 +46,7 @@ class DemoMarketplace:
         codes = list(dict.fromkeys(item_codes))
         products = {
             p.item_code: p
-            for p in DemoProduct.objects.filter(item_code__in=codes).values_list(
+            for p in DemoProduct.objects.filter(one_of("item_code", codes)).values_list(
                 *_ANSWERED, named=True
             )
         }
@@ -64,7 +65,7 @@ class DemoMarketplace:
         of them answers for the whole product, as a real outage of that request would."""
         jans = list(dict.fromkeys(jans))
         by_jan: dict[str, list[Any]] = {jan: [] for jan in jans}
-        answered = DemoProduct.objects.filter(jan__in=jans).order_by("price", "id")
+        answered = DemoProduct.objects.filter(one_of("jan", jans)).order_by("price", "id")
         for product in answered.values_list(*_ANSWERED, named=True):
             by_jan[product.jan].append(product)
         now = timezone.now()

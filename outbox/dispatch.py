@@ -42,11 +42,15 @@ import datetime as dt
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.conf import settings
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
+from common.lookups import one_of
 from outbox import digests
 from outbox.claims import claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
@@ -61,6 +65,8 @@ from watches.marketplaces.base import FetchResult, Observation
 from watches.models import Device, Listing, Product
 
 log = logging.getLogger("outbox.dispatch")
+
+_M = TypeVar("_M", bound=Model)
 
 # What a cycle reports, and DispatchRun keeps, per final status.
 REPORTED = (Status.SENT, Status.DROPPED, Status.RETRY, Status.FAILED)
@@ -251,7 +257,7 @@ def _refetch_products(
     stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
     if stale:
         asked_at = cycle.clock()
-        products = Product.objects.in_bulk(stale).values()
+        products = _by_id(Product.objects.all(), stale).values()
         answers = services.refetch_products(products, asked_at)
         cycle.offers.update((pk, (asked_at, answer)) for pk, answer in answers.items())
     return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}
@@ -278,7 +284,7 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
     device: rows of a batch share few listings, so this builds far fewer model instances
     than a join per row would, and a listing updated by its re-fetch is the same for all."""
     rows = list(
-        Outbox.objects.filter(id__in=ids, claimed_by=holder)
+        Outbox.objects.filter(one_of("id", ids), claimed_by=holder)
         .select_related("watch")
         # What a cycle never reads: converting these (datetimes above all) cost more than
         # the rest of the row.
@@ -287,11 +293,17 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
     )
     # Search text is the longest column and nothing here reads it; created_at and the error's
     # time are datetimes to convert for nothing.
-    listings = Listing.objects.defer("search_text", "created_at", "last_error_at").in_bulk(
-        {row.watch.listing_id for row in rows}
+    listings = _by_id(
+        Listing.objects.defer("search_text", "created_at", "last_error_at"),
+        {row.watch.listing_id for row in rows},
     )
-    devices = Device.objects.in_bulk({row.device_id for row in rows})
+    devices = _by_id(Device.objects.all(), {row.device_id for row in rows})
     for row in rows:
         row.watch.listing = listings[row.watch.listing_id]
         row.device = devices[row.device_id]
     return rows
+
+
+def _by_id(queryset: QuerySet[_M], ids: Iterable[int]) -> dict[int, _M]:
+    """`queryset.in_bulk(ids)`, without preparing each id (`common.lookups`)."""
+    return {obj.pk: obj for obj in queryset.filter(one_of("pk", list(ids)))}

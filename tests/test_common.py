@@ -226,6 +226,65 @@ def test_update_by_id_on_postgresql_is_one_statement_whatever_the_rows():
     assert Listing.objects.get(pk=listings[0].pk).price == 1
 
 
+# --- one of many values -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_one_of_finds_the_rows_whose_value_is_among_many_ids_or_codes():
+    from common.lookups import one_of
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listings = ListingFactory.create_batch(5)
+    wanted = [listings[0].pk, listings[3].pk, 10**12]  # an id no row has, too
+    assert set(Listing.objects.filter(one_of("pk", wanted)).values_list("pk", flat=True)) == {
+        listings[0].pk,
+        listings[3].pk,
+    }
+    codes = [listings[1].item_code, listings[4].item_code, "no-such-code"]
+    found = Listing.objects.filter(one_of("item_code", codes), paused=False)
+    assert sorted(found.values_list("item_code", flat=True)) == sorted(codes[:2])
+    rest = Listing.objects.exclude(one_of("pk", wanted)).values_list("pk", flat=True)
+    assert set(rest) == {listings[1].pk, listings[2].pk, listings[4].pk}
+
+
+@pytest.mark.django_db
+def test_one_of_nothing_matches_nothing_without_asking_the_database():
+    from common.lookups import one_of
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    ListingFactory()
+    with CaptureQueriesContext(connection) as queries:
+        assert list(Listing.objects.filter(one_of("pk", []))) == []
+    assert len(queries) == 0
+
+
+@pytest.mark.django_db
+def test_one_of_sends_its_values_as_one_array_on_postgresql_and_placeholders_on_sqlite():
+    from common.lookups import one_of
+    from watches.models import Listing
+
+    ids = list(range(1, 501))
+    sql, params = Listing.objects.filter(one_of("pk", ids)).query.sql_with_params()
+    if connection.vendor == "postgresql":
+        assert "= ANY(%s)" in sql and params == (ids,)
+    else:
+        assert f"IN ({', '.join(['%s'] * 500)})" in sql and params == tuple(ids)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1, "2"], [dt.date(2026, 3, 1)], [1.5], [None]],
+    ids=["ints-and-strings", "dates", "floats", "none"],
+)
+def test_one_of_refuses_values_it_could_not_send_as_they_are(values):
+    from common.lookups import one_of
+
+    with pytest.raises(TypeError, match="OneOf takes"):
+        one_of("pk", values)
+
+
 def test_email_url_becomes_djangos_email_settings():
     from django.core.exceptions import ImproperlyConfigured
 

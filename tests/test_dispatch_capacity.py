@@ -96,3 +96,38 @@ def test_an_older_poll_observation_is_fetched_again(crossed, time_machine, setti
     result = run_cycle()
     assert result.by_status[Status.SENT] == 1
     assert len(crossed.requests) == 2
+
+
+# A django-q2 worker as the cluster starts it, in a fresh process: its first task is STOP.
+WORKER = """
+import gc, json, sys
+import django
+django.setup()
+from multiprocessing import Queue, Value
+from django_q.worker import worker
+
+before = {"frozen": gc.get_freeze_count(), "dispatch": "outbox.dispatch" in sys.modules}
+tasks = Queue()
+tasks.put("STOP")
+worker(tasks, Queue(), Value("f", -1))
+print(json.dumps({
+    "before": before,
+    "frozen": gc.get_freeze_count(),
+    "loaded": [name in sys.modules for name in ("outbox.dispatch", "watches.polling")],
+}))
+"""
+
+
+def test_a_worker_freezes_what_its_tasks_load_before_its_first_task(tmp_path):
+    import json
+
+    from tests.test_demo_app import environment, run
+
+    result = run(environment(tmp_path), "-c", WORKER)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["before"] == {"frozen": 0, "dispatch": False}
+    # The dispatcher's and the poll's modules were imported at spawn, and with Django they
+    # are out of the collector's walks (tens of thousands of objects).
+    assert seen["loaded"] == [True, True]
+    assert seen["frozen"] > 10_000

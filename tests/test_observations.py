@@ -12,6 +12,7 @@ import datetime as dt
 
 import pytest
 import time_machine
+from django.db import connection
 from django.utils import timezone
 
 from outbox.dispatch import run_cycle
@@ -301,3 +302,48 @@ def test_a_fold_keeps_statistics_another_process_wrote_while_the_marketplace_was
     listing.refresh_from_db()
     assert (listing.typical_price, listing.low_90, listing.stats_at) == (1000, 700, polled_at)
     assert listing.price == 800
+
+
+# --- where an observation is written -------------------------------------------------------
+
+# Every column of a listing that an answer writes (`watches.observations`): its last-seen
+# state, its statistics, an error.
+WRITTEN = (*LISTING_STATE, "stats_at")
+
+
+def test_no_index_of_the_listing_table_covers_a_column_an_observation_writes():
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Listing._meta.db_table)
+    columns = {Listing._meta.get_field(name).column for name in WRITTEN}
+    indexed = {
+        name: set(info["columns"]) & columns
+        for name, info in constraints.items()
+        if info["index"] or info["unique"] or info["primary_key"]
+    }
+    assert indexed, "the table's indexes were read"
+    assert {name: hit for name, hit in indexed.items() if hit} == {}
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="heap-only tuples and fill factors are PostgreSQL's"
+)
+def test_an_observation_rewrites_its_listing_in_place_on_postgresql():
+    from demo.models import DemoProduct
+    from watches.services import refetch
+
+    listings = ListingFactory.create_batch(3, price=1200)
+    DemoProduct.objects.filter(item_code__in=[x.item_code for x in listings]).update(price=990)
+    table = Listing._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [table])
+        assert "fillfactor=80" in cursor.fetchone()[0]
+        refetch(listings, timezone.now())
+        # This transaction's own counts (the test runs inside one).
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated(%s::regclass), "
+            "pg_stat_get_xact_tuples_hot_updated(%s::regclass)",
+            [table, table],
+        )
+        updated, in_place = cursor.fetchone()
+    assert Listing.objects.filter(price=990).count() == 3, "the new price was kept"
+    assert updated >= 3 and in_place == updated

@@ -7,11 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
 from django.db import connection, transaction
-from django.db.models import F, TextField
+from django.db.models import F, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from common.bulk import update_by_id
+from common.lookups import one_of
 from watches import pagecache
 from watches.models import Listing, PricePoint, effective_price
 from watches.triggers import LOW_WINDOW, Point, summary
@@ -21,23 +22,24 @@ PointRow = tuple[int, dt.datetime, int | None, int | None, bool]
 
 def point_rows(listing_ids: Iterable[int], since: dt.datetime) -> Iterator[PointRow]:
     """(listing id, observed_at, price, shipping, in_stock) of every point of these listings
-    observed since `since`, by listing then time, in one query.
+    observed since `since`, by listing then time, in one query (`rows_of`)."""
+    ids = list(listing_ids)
+    if not ids:
+        return
+    points = PricePoint.objects.filter(one_of("listing_id", ids), observed_at__gte=since)
+    yield from rows_of(points.order_by("listing_id", "observed_at", "id"))
+
+
+def rows_of(points: QuerySet[PricePoint]) -> Iterator[PointRow]:
+    """The `PointRow` of each of `points`, in their order.
 
     Read through the cursor rather than the ORM: on 90 days of history, Django's converter
     for each datetime value costs more than the query itself. SQLite stores a datetime as UTC
     text: it is read as text and parsed here (its backend's converter, and making the result
-    aware, would cost three times as much); PostgreSQL's driver gives aware datetimes.
-    """
-    ids = list(listing_ids)
-    if not ids:
-        return
+    aware, would cost three times as much); PostgreSQL's driver gives aware datetimes."""
     as_text = connection.vendor == "sqlite"
     observed_at = Cast("observed_at", TextField()) if as_text else F("observed_at")
-    query = (
-        PricePoint.objects.filter(listing_id__in=ids, observed_at__gte=since)
-        .order_by("listing_id", "observed_at", "id")
-        .values_list("listing_id", observed_at, "price", "shipping", "in_stock")
-    )
+    query = points.values_list("listing_id", observed_at, "price", "shipping", "in_stock")
     sql, params = query.query.sql_with_params()
     parse = dt.datetime.fromisoformat
     with connection.cursor() as cursor:

@@ -167,10 +167,9 @@ class Listing(models.Model):
             models.UniqueConstraint(fields=["source", "item_code"], name="listing_source_code"),
         ]
         indexes = [
-            # Polling: active listings, least recently polled first.
-            models.Index(
-                fields=["last_polled_at"], name="listing_poll_due", condition=Q(paused=False)
-            ),
+            # No index on what an observation writes (`last_polled_at`, price, stock,
+            # statistics): updates then stay on the listing's page on PostgreSQL, touching no
+            # index (migration 0010). Polling reads every due listing to plan anyway.
             # Home page: all listings in name order (ORDER BY name, id), a page at a time.
             models.Index(fields=["name", "id"], name="listing_browse", condition=Q(paused=False)),
             # Home page: one category in name order.

@@ -38,9 +38,10 @@ from django.db.models import F, Min, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from common.bulk import update_by_id
+from common.lookups import one_of
 from common.text import clip
 from watches import pagecache
-from watches.history import PointRow, listing_stats, point_rows
+from watches.history import PointRow, listing_stats, point_rows, rows_of
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -139,7 +140,8 @@ def _lock_in_id_order(listings: list[Listing]) -> None:
     if not listings or not connection.features.has_select_for_update:
         return
     ids = sorted({listing.pk for listing in listings})
-    list(Listing.objects.filter(pk__in=ids).order_by("pk").select_for_update().values_list("pk"))
+    locking = Listing.objects.filter(one_of("pk", ids)).order_by("pk").select_for_update()
+    list(locking.values_list("pk"))
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
@@ -196,7 +198,7 @@ def fresh_observations(
     else:
         by_id = {listing.pk: listing for listing in listings}
         rows = Listing.objects.filter(
-            pk__in=list(by_id), last_polled_at__gte=since, last_error=""
+            one_of("pk", list(by_id)), last_polled_at__gte=since, last_error=""
         ).values_list("pk", *_OBSERVED, *_STATS)
         current = []
         for pk, *values in rows:
@@ -365,9 +367,8 @@ def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Pa
         .order_by("-observed_at", "-id")
         .values("id")[:1]
     )
-    ids = Listing.objects.filter(pk__in=listing_ids).values(latest=Subquery(latest_id))
-    latest = PricePoint.objects.filter(id__in=ids)
-    return {row[0]: row for row in latest.values_list(*columns)}
+    ids = Listing.objects.filter(one_of("pk", listing_ids)).values(latest=Subquery(latest_id))
+    return {row[0]: row for row in rows_of(PricePoint.objects.filter(id__in=ids))}
 
 
 def _latest_before_lateral(
@@ -401,7 +402,7 @@ def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime)
         return {}
     rows = (
         PricePoint.objects.filter(
-            listing_id__in=listing_ids,
+            one_of("listing_id", listing_ids),
             observed_at__gte=since,
             observed_at__lt=until,
             in_stock=True,

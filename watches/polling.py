@@ -72,11 +72,11 @@ class PollResult:
 def due_listings(
     now: dt.datetime, *, source: str | None = None, force: bool = False
 ) -> QuerySet[Listing]:
-    """Active listings due for polling, least recently polled first (the `listing_poll_due`
-    index). Due means not polled for half the polling interval: a run that started a little
-    late or took a while must not push a listing to the run after next. A re-fetch by the
-    dispatcher counts as a poll, and so does an attempt that ended in an error — so a
-    failing listing waits its turn instead of heading every run."""
+    """Active listings due for polling, least recently polled first. Due means not polled
+    for half the polling interval: a run that started a little late or took a while must not
+    push a listing to the run after next. A re-fetch by the dispatcher counts as a poll, and
+    so does an attempt that ended in an error — so a failing listing waits its turn instead
+    of heading every run. (No index serves the order: the plan reads every due listing.)"""
     queryset = Listing.objects.filter(paused=False)
     if source is not None:
         queryset = queryset.filter(source=source)

@@ -1,0 +1,28 @@
+"""Keeping the cyclic garbage collector off what a long-lived process loads once.
+
+A django-q2 worker, or `manage.py dispatch_outbox`, loads Django, the apps and the modules
+its tasks need once: some 70,000 objects, which every full collection of the oldest
+generation walks again — in a dispatcher, once every two or three cycles, 60–80 ms each (a
+dispatch cycle of 2,000 rows takes about a second; measured with `gc.callbacks` in
+bench_dispatch's world). `gc.freeze()` moves them into a permanent generation that no
+collection walks (full collections then took 2–9 ms). They are still freed by reference
+counting; only cyclic garbage among them would be kept, and a collection right before the
+freeze leaves none. The younger generations, which a cycle's own objects pass through, are
+collected as before."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+from collections.abc import Iterable
+
+
+def freeze_loaded(modules: Iterable[str] = ()) -> int:
+    """Import `modules` (what the process will run), collect, and freeze everything tracked
+    so far. Returns how many objects are frozen in all. Safe to call more than once: each
+    call freezes what was loaded since."""
+    for name in modules:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

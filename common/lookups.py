@@ -1,0 +1,44 @@
+"""`column IN (<many values>)` at the cost of one parameter.
+
+Django's `__in` prepares every item of its list through the field (3–6 µs each): with the
+500 ids of a dispatcher's batch, three or four times a batch, that was a tenth of what a
+re-fetch of 500 listings spends in Python. `OneOf` takes the values as they are — ints and
+strings only (ids, item codes), which need no preparation — and sends them as one array on
+PostgreSQL (one parameter to parse, whatever the count; the form of `outbox.transitions`'
+raw statements) and as plain placeholders on SQLite (its driver binds them cheaply)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import EmptyResultSet
+from django.db.models import F, Lookup
+
+
+class OneOf(Lookup):
+    lookup_name = "one_of"
+    prepare_rhs = False
+
+    def get_prep_lookup(self) -> list[Any]:
+        values = list(self.rhs)
+        kinds = {type(value) for value in values}
+        if not kinds <= {int, str}:
+            names = sorted(kind.__name__ for kind in kinds)
+            raise TypeError(f"OneOf takes ints and strings, not {names}")
+        if len(kinds) > 1:
+            raise TypeError("OneOf takes values of one kind: ints or strings")
+        return values
+
+    def as_sql(self, compiler, connection) -> tuple[str, list[Any]]:
+        if not self.rhs:
+            raise EmptyResultSet  # nothing matches: the ORM leaves the rows out
+        lhs, params = self.process_lhs(compiler, connection)
+        if connection.vendor == "postgresql":
+            return f"{lhs} = ANY(%s)", [*params, self.rhs]
+        return f"{lhs} IN ({', '.join(['%s'] * len(self.rhs))})", [*params, *self.rhs]
+
+
+def one_of(field: str, values: Iterable[Any]) -> OneOf:
+    """A filter: `field` is one of `values` (`Model.objects.filter(one_of("pk", ids))`)."""
+    return OneOf(F(field), values)
