@@ -5,7 +5,7 @@ Every poll and every dispatcher re-fetch rewrites a listing's observed state (pr
 those updates inserted a new entry into every index of the table — the trigram GIN over the
 search text among them. Without it, no column an observation writes is indexed, and with a
 fill factor of 80 the new version usually fits on the listing's own page: the update touches
-no index at all (a 500-listing UPDATE went from ~31 to ~18 ms in bench_dispatch's world).
+no index at all (a 500-listing UPDATE went from ~31 to ~17 ms in bench_dispatch's world).
 
 The index no longer earned its keep: the poll plan reads every due listing to score it, which
 at any size worth an index is most of the table (a sequential scan is what the planner picks
