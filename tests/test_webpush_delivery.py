@@ -344,6 +344,63 @@ def test_channel_leaves_out_a_topic_that_is_not_url_safe(client, push_service):
     assert received.urgency == "normal"
 
 
+def test_a_delivery_thread_reads_the_environment_once_per_push_service(
+    client, push_service, monkeypatch
+):
+    import requests.sessions
+
+    lookups = []
+    real = requests.sessions.get_environ_proxies
+
+    def counted(url, no_proxy=None):
+        lookups.append(url)
+        return real(url, no_proxy=no_proxy)
+
+    monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
+    device = subscribe(client, push_service.new_subscriber())
+    channel = WebPushChannel()
+    for title in ("one", "two", "three"):
+        channel.deliver_to(device, message(title=title))
+
+    assert [r.payload["title"] for r in push_service.received] == ["one", "two", "three"]
+    assert len(lookups) == 1  # this test's push service is a new origin: asked once
+
+
+def test_the_environments_proxies_still_apply_and_no_proxy_still_exempts(monkeypatch):
+    from outbox.channels.webpush import _NoRedirectSession
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "push.exempt.example")
+    session = _NoRedirectSession()
+
+    def proxies(url: str) -> dict:
+        return session.merge_environment_settings(url, {}, None, None, None)["proxies"]
+
+    assert proxies("https://push.example/a")["https"] == "http://proxy.invalid:3128"
+    assert proxies("https://push.example/b")["https"] == "http://proxy.invalid:3128"  # kept
+    assert "https" not in proxies("https://push.exempt.example/c")
+    # A request that asks for proxies of its own gets them, as requests would give them.
+    own = session.merge_environment_settings(
+        "https://push.example/d", {"https": "http://mine.invalid:1"}, None, None, None
+    )
+    assert own["proxies"]["https"] == "http://mine.invalid:1"
+
+
+def test_a_netrc_entry_for_the_push_service_never_replaces_the_vapid_header(
+    client, push_service, monkeypatch, tmp_path
+):
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    device = subscribe(client, push_service.new_subscriber())
+
+    WebPushChannel().deliver_to(device, message())
+
+    [received] = push_service.received
+    assert received.vapid_error is None and received.accepted
+
+
 def test_channel_without_a_subscription_says_gone():
     with pytest.raises(DeliveryError) as caught:
         WebPushChannel().deliver_to(Device(token_hash="x"), message())

@@ -23,8 +23,10 @@ import logging
 import re
 import threading
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import requests
+import requests.auth
 from django.conf import settings
 from pywebpush import WebPushException, webpush
 
@@ -51,10 +53,43 @@ RESPONSE_TEXT_LIMIT = 500
 _local = threading.local()
 
 
+class _NoAuth(requests.auth.AuthBase):
+    def __call__(self, request):
+        return request
+
+
 class _NoRedirectSession(requests.Session):
+    """A keep-alive session for one delivery thread: never follows a redirect, never takes
+    credentials from a `.netrc`, and reads the environment's proxy settings once per push
+    service instead of on every request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # A session without credentials of its own looks for a `.netrc` entry on every
+        # request, and one for a push service's host would replace the VAPID Authorization
+        # header with Basic credentials: never look.
+        self.auth = _NoAuth()
+        self._environment: dict[tuple[str, str], dict[str, Any]] = {}
+
     def request(self, *args, **kwargs):
         kwargs["allow_redirects"] = False
         return super().request(*args, **kwargs)
+
+    def merge_environment_settings(self, url, proxies, stream, verify, cert):
+        """requests looks up the proxies for `url` in the environment on every request (some
+        200 reads of `os.environ` a push, more than the VAPID signature and the encryption
+        together). A worker's environment does not change while it runs: the answer for a
+        push service's origin is kept, for requests that ask nothing of their own (all of
+        ours; any other goes the whole way)."""
+        if proxies or stream is not None or verify is not None or cert is not None:
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        origin = tuple(urlsplit(url)[:2])
+        found = self._environment.get(origin)
+        if found is None:
+            found = self._environment[origin] = super().merge_environment_settings(
+                url, {}, None, None, None
+            )
+        return {**found, "proxies": dict(found["proxies"])}  # requests may add to it
 
 
 def _session() -> requests.Session:
