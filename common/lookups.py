@@ -34,9 +34,18 @@ class OneOf(Lookup):
         if not self.rhs:
             raise EmptyResultSet  # nothing matches: the ORM leaves the rows out
         lhs, params = self.process_lhs(compiler, connection)
-        if connection.vendor == "postgresql":
-            return f"{lhs} = ANY(%s)", [*params, self.rhs]
-        return f"{lhs} IN ({', '.join(['%s'] * len(self.rhs))})", [*params, *self.rhs]
+        params = list(params)
+        return among(lhs, self.rhs, params, connection.vendor), params
+
+
+def among(column: str, values: list[Any], params: list[Any], vendor: str) -> str:
+    """SQL for `column` is one of `values`, their parameters appended to `params`: one array
+    on PostgreSQL, a list of placeholders elsewhere. For raw statements too."""
+    if vendor == "postgresql":
+        params.append(list(values))
+        return f"{column} = ANY(%s)"
+    params.extend(values)
+    return f"{column} IN ({', '.join(['%s'] * len(values))})"
 
 
 def one_of(field: str, values: Iterable[Any]) -> OneOf:

@@ -10,22 +10,13 @@ def _ensure_schedules(sender, **kwargs) -> None:
     ensure_schedule("outbox-retention", "outbox.tasks.retention", minutes=24 * 60)
 
 
-def _worker_spawned(sender, **kwargs) -> None:
-    from common.longlived import freeze_loaded
-
-    # Before its first task: what a dispatch cycle runs is loaded once and never walked by
-    # the collector again (common.longlived).
-    freeze_loaded(["outbox.tasks"])
-
-
 class OutboxConfig(AppConfig):
     name = "outbox"
     verbose_name = _("Outbox")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django_q.signals import post_spawn
-
+        from common.longlived import freeze_at_spawn
         from outbox.lease import check_settings
         from outbox.levers import drop_for_paused_listings
 
@@ -33,6 +24,8 @@ class OutboxConfig(AppConfig):
         from watches.services import listings_paused
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="outbox-schedules")
-        post_spawn.connect(_worker_spawned, dispatch_uid="outbox-worker-spawned")
+        # What a dispatch cycle runs is loaded once per worker, then frozen out of the
+        # collector's full walks (common.longlived).
+        freeze_at_spawn("outbox.tasks")
         # Pausing a listing drops its queued notifications at once (watches sends, we act).
         listings_paused.connect(drop_for_paused_listings, dispatch_uid="outbox-listing-paused")

@@ -25,6 +25,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.utils import timezone
 
+from common.lookups import among
 from monitoring.counters import count_transition
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
@@ -249,7 +250,7 @@ def _update_returning(
         params.extend(elements for _, elements in arrays)
         where = ["id = u.c0"]
     else:
-        where = [_among("id", ids, params)]
+        where = [among("id", ids, params, connection.vendor)]
     where.append(f"status IN ({', '.join(['%s'] * len(expect))})")
     params.extend(sorted(s.value for s in expect))
     if fence is not None:
@@ -269,7 +270,8 @@ def _update_returning(
             terms = []
             for attempt, fenced in by_attempt.items():
                 params.append(attempt)
-                terms.append(f"({column} = %s AND {_among('id', fenced, params)})")
+                fenced_sql = among("id", fenced, params, connection.vendor)
+                terms.append(f"({column} = %s AND {fenced_sql})")
             where.append(f"({' OR '.join(terms)})")
     # Every right-hand side sees the row as it was, so `previous_status = status` keeps the
     # from-status for the event without a second, racy read.
@@ -283,17 +285,6 @@ def _update_returning(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
-
-
-def _among(column: str, ids: list[int], params: list[Any]) -> str:
-    """`column` is one of `ids`, its parameters appended to `params`: one array on
-    PostgreSQL (one parameter to parse, whatever the count), a list of placeholders on
-    SQLite (its driver binds them cheaply)."""
-    if connection.vendor == "postgresql":
-        params.append(list(ids))
-        return f"{column} = ANY(%s)"
-    params.extend(ids)
-    return f"{column} IN ({', '.join(['%s'] * len(ids))})"
 
 
 def _array(model_field, values: list[Any]) -> tuple[str, list[Any], str]:

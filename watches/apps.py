@@ -29,20 +29,13 @@ def _listing_deleted(sender, instance, **kwargs) -> None:
     transaction.on_commit(lambda: listings_changed([pk]))
 
 
-def _worker_spawned(sender, **kwargs) -> None:
-    from common.longlived import freeze_loaded
-
-    # Before its first task: what a polling run needs is loaded once (common.longlived).
-    freeze_loaded(["watches.tasks"])
-
-
 class WatchesConfig(AppConfig):
     name = "watches"
     verbose_name = _("Watches")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django_q.signals import post_spawn
+        from common.longlived import freeze_at_spawn
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
         # A table rebuilt by a later migration loses its search triggers: put them back.
@@ -50,4 +43,5 @@ class WatchesConfig(AppConfig):
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
         )
-        post_spawn.connect(_worker_spawned, dispatch_uid="watches-worker-spawned")
+        # What a polling run needs is loaded once per worker (common.longlived).
+        freeze_at_spawn("watches.tasks")
