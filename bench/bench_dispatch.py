@@ -72,6 +72,7 @@ def run(vendor: str) -> None:
     from django.db import connection
 
     from common.longlived import freeze_loaded
+    from outbox.apps import WORKER_REGISTRIES
 
     worlds = [build(n, rows, listings) for n, (rows, listings) in enumerate(WORLDS)]
     with connection.cursor() as cursor:
@@ -79,7 +80,7 @@ def run(vendor: str) -> None:
         cursor.execute("SELECT MAX(id) FROM watches_pricepoint")
         built = cursor.fetchone()[0]
     # As a django-q2 worker does at spawn (outbox.apps); the floor's side shares the process.
-    freeze_loaded(["outbox.tasks"])
+    freeze_loaded(["outbox.tasks"], WORKER_REGISTRIES)
     wall: dict[tuple[int, str], list[float]] = {}
     cpu: dict[tuple[int, str], list[float]] = {}
     queries: dict[tuple[int, str], int] = {}

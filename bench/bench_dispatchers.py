@@ -87,9 +87,10 @@ def dispatch(ready: Path, go: Path) -> None:
     """One dispatcher process: cycles until one finds nothing to claim; prints what it sent."""
     _django()
     from common.longlived import freeze_loaded
+    from outbox.apps import WORKER_REGISTRIES
     from outbox.dispatch import run_cycle
 
-    freeze_loaded(["outbox.tasks"])  # as a worker does at spawn (outbox.apps)
+    freeze_loaded(["outbox.tasks"], WORKER_REGISTRIES)  # as a worker does at spawn (outbox.apps)
     ready.touch()
     while not go.exists():
         time.sleep(0.002)
@@ -143,7 +144,8 @@ def main() -> None:
     base = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "yasugoro.settings",
-        "DEBUG": "1",
+        # Production settings: DEBUG would keep a log of every query.
+        "DEBUG": "0",
         "LOG_LEVEL": "WARNING",
         "VAPID_SUBJECT": "mailto:bench@example.invalid",
         "YASUGORO_VAR_DIR": str(folder),

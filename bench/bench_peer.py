@@ -131,8 +131,9 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
     # As a django-q2 worker does at spawn (outbox.apps): what is loaded stays out of the
     # collector's walks — here for both sides, in this one process.
     from common.longlived import freeze_loaded
+    from outbox.apps import WORKER_REGISTRIES
 
-    freeze_loaded(["outbox.tasks", "post_office.mail"])
+    freeze_loaded(["outbox.tasks", "post_office.mail"], WORKER_REGISTRIES)
     wall: dict[str, list[float]] = {"ours": [], "peer": []}
     cpu: dict[str, list[float]] = {"ours": [], "peer": []}
     for _ in range(rounds):

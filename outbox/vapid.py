@@ -6,8 +6,8 @@ by `manage.py vapid_keys --print`) or else from the PEM file at VAPID_PRIVATE_KE
 65-byte uncompressed point, is the `applicationServerKey` browsers subscribe with — changing
 the key pair orphans every existing subscription, so nothing here ever replaces a key.
 
-The private key never leaves this module except through `signer()` (to pywebpush) and
-`private_key_b64()` (to the `--print` command): errors name the setting, never the value.
+The private key never leaves this module except through `private_key_b64()` (to the `--print`
+command): pushes get a signed token (`authorization`), errors name the setting, never the value.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -117,9 +119,36 @@ def public_key_or_empty() -> str:
         return ""
 
 
-def signer() -> Vapid:
-    """A py_vapid signer for pywebpush (RFC 8292 `vapid t=…, k=…` headers)."""
-    return _signer(private_key())
+# A signed token serves every push to one push service for a while: RFC 8292 lets a token
+# live up to 24 hours, pywebpush signs each push's for 12. Ours are signed for 12 hours and
+# reused for at most one, so every push carries a token with more than 11 hours left — and an
+# ECDSA signature is made once an hour per push service rather than once per push (a twentieth
+# of a push's CPU time).
+TOKEN_LIFETIME = 12 * 3600
+TOKEN_REUSE = 3600
+# Tokens kept: a few push services, times a key changed by staff while workers ran.
+_TOKENS_KEPT = 64
+_tokens: dict[tuple[ec.EllipticCurvePrivateKey, str, str], tuple[float, dict[str, str]]] = {}
+
+
+def authorization(endpoint: str, subject: str) -> dict[str, str]:
+    """The VAPID header for a push to `endpoint` (`{"Authorization": "vapid t=…, k=…"}`):
+    a token for the push service's origin (`aud`), from `subject` (`sub`, VAPID_SUBJECT),
+    signed with the configured key (VapidKeyMissing without one). Threads may share it: at
+    worst two sign the same token at once, and both are valid."""
+    key = private_key()
+    parts = urlsplit(endpoint)
+    audience = f"{parts.scheme}://{parts.netloc}"
+    now = time.time()
+    cached = (key, subject, audience)
+    found = _tokens.get(cached)
+    if found is not None and found[0] <= now < found[0] + TOKEN_REUSE:
+        return found[1]
+    headers = _signer(key).sign({"sub": subject, "aud": audience, "exp": int(now) + TOKEN_LIFETIME})
+    if len(_tokens) >= _TOKENS_KEPT:
+        _tokens.clear()
+    _tokens[cached] = (now, headers)
+    return headers
 
 
 @lru_cache(maxsize=4)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from common.bulk import update_by_id
-from common.registry import configured_instance
+from common.registry import configured_instance, import_all
 from common.retry_after import MAX_SECONDS, parse_retry_after
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
@@ -95,6 +96,25 @@ def test_registry_names_what_is_missing(settings):
     settings.MARKETPLACE_ADAPTERS = {}
     with pytest.raises(LookupError, match=r"no marketplace adapter configured for 'x'"):
         configured_instance("MARKETPLACE_ADAPTERS", "x", what="marketplace adapter")
+
+
+def test_registry_imports_every_configured_class_ahead_and_leaves_a_broken_one_for_its_use(
+    settings, tmp_path, monkeypatch, caplog
+):
+    (tmp_path / "registry_probe_channel.py").write_text("class Probe:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "registry_probe_channel", raising=False)
+    settings.OUTBOX_CHANNEL_CLASSES = {
+        "probe": "registry_probe_channel.Probe",
+        "broken": "registry_no_such_module.Channel",
+    }
+    import_all("OUTBOX_CHANNEL_CLASSES")
+    assert "registry_probe_channel" in sys.modules
+    monkeypatch.delitem(sys.modules, "registry_probe_channel")
+    assert "'broken'" in caplog.text and "does not import" in caplog.text
+    # Its first use still says what is wrong, where it is used.
+    with pytest.raises(ImportError):
+        configured_instance("OUTBOX_CHANNEL_CLASSES", "broken", what="delivery channel")
 
 
 # --- web URLs ------------------------------------------------------------------------------

@@ -106,7 +106,11 @@ django.setup()
 from multiprocessing import Queue, Value
 from django_q.worker import worker
 
-before = {"frozen": gc.get_freeze_count(), "dispatch": "outbox.dispatch" in sys.modules}
+before = {
+    "frozen": gc.get_freeze_count(),
+    "dispatch": "outbox.dispatch" in sys.modules,
+    "webpush": "outbox.channels.webpush" in sys.modules,
+}
 tasks = Queue()
 tasks.put("STOP")
 worker(tasks, Queue(), Value("f", -1))
@@ -114,6 +118,7 @@ print(json.dumps({
     "before": before,
     "frozen": gc.get_freeze_count(),
     "loaded": [name in sys.modules for name in ("outbox.dispatch", "watches.polling")],
+    "channels": [name in sys.modules for name in ("outbox.channels.webpush", "pywebpush")],
 }))
 """
 
@@ -126,8 +131,10 @@ def test_a_worker_freezes_what_its_tasks_load_before_its_first_task(tmp_path):
     result = run(environment(tmp_path), "-c", WORKER)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    assert seen["before"] == {"frozen": 0, "dispatch": False}
+    assert seen["before"] == {"frozen": 0, "dispatch": False, "webpush": False}
     # The dispatcher's and the poll's modules were imported at spawn, and with Django they
-    # are out of the collector's walks (tens of thousands of objects).
+    # are out of the collector's walks (tens of thousands of objects); so were the delivery
+    # channels and what they bring (the first push does not pay for importing pywebpush).
     assert seen["loaded"] == [True, True]
+    assert seen["channels"] == [True, True]
     assert seen["frozen"] > 10_000

@@ -10,6 +10,7 @@ import socket
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from demo.market import set_product
@@ -324,15 +325,51 @@ def message(**overrides) -> Message:
     return Message(**{**fields, **overrides})
 
 
-def test_channel_sends_with_a_fresh_claims_dict_each_time(client, push_service):
+def test_pushes_to_one_push_service_share_a_token_for_an_hour_then_get_a_new_one(
+    client, push_service, time_machine
+):
+    time_machine.move_to(dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC), tick=False)
     device = subscribe(client, push_service.new_subscriber())
     channel = WebPushChannel()
     channel.deliver_to(device, message())
+    time_machine.move_to(dt.datetime(2026, 12, 1, 9, 59, tzinfo=dt.UTC), tick=False)
     channel.deliver_to(device, message(title="again"))
+    time_machine.move_to(dt.datetime(2026, 12, 1, 10, 0, 1, tzinfo=dt.UTC), tick=False)
+    channel.deliver_to(device, message(title="an hour on"))
 
-    first, second = push_service.received
-    assert first.vapid_error is None and second.vapid_error is None
-    assert [first.payload["title"], second.payload["title"]] == ["トイレットペーパー", "again"]
+    first, second, third = push_service.received
+    assert [r.vapid_error for r in (first, second, third)] == [None, None, None]
+    assert [r.payload["title"] for r in (first, second, third)] == [
+        "トイレットペーパー",
+        "again",
+        "an hour on",
+    ]
+    # One signature for the hour: the same token, still 11 hours from expiring when reused.
+    assert first.headers["authorization"] == second.headers["authorization"]
+    nine = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC).timestamp()
+    assert first.vapid_claims["exp"] == nine + vapid.TOKEN_LIFETIME
+    # Past the hour, a new token, signed for 12 hours from then.
+    assert third.headers["authorization"] != first.headers["authorization"]
+    assert third.vapid_claims["exp"] == nine + 3601 + vapid.TOKEN_LIFETIME
+
+
+def test_each_push_service_gets_a_token_for_its_own_origin(client, push_service, settings):
+    other = FakePushService(subject=settings.VAPID_SUBJECT).start()
+    try:
+        settings.PUSH_SERVICE_HOSTS = [*settings.PUSH_SERVICE_HOSTS, other.origin]
+        here = subscribe(client, push_service.new_subscriber())
+        there = subscribe(Client(), other.new_subscriber())  # another browser
+        channel = WebPushChannel()
+        channel.deliver_to(here, message())
+        channel.deliver_to(there, message())
+        channel.deliver_to(here, message(title="again"))
+    finally:
+        other.stop()
+    # Each service checks that `aud` is its own origin: a token signed for the first service
+    # would not verify at the second.
+    assert [r.vapid_error for r in push_service.received] == [None, None]
+    assert [r.vapid_error for r in other.received] == [None]
+    assert other.received[0].vapid_claims["aud"] == other.origin
 
 
 def test_channel_leaves_out_a_topic_that_is_not_url_safe(client, push_service):

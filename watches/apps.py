@@ -43,5 +43,6 @@ class WatchesConfig(AppConfig):
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
         )
-        # What a polling run needs is loaded once per worker (common.longlived).
-        freeze_at_spawn("watches.tasks")
+        # What a polling run needs, the marketplace adapters included, is loaded once per
+        # worker (common.longlived).
+        freeze_at_spawn("watches.tasks", ("MARKETPLACE_ADAPTERS",))
