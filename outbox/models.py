@@ -136,10 +136,12 @@ class Outbox(models.Model):
                 name="outbox_due",
                 condition=Q(status__in=["pending", "retry"]),
             ),
-            # Dispatcher, step 1: status = sending AND claimed_at < now - lease.
-            models.Index(
-                fields=["claimed_at"], name="outbox_sending", condition=Q(status="sending")
-            ),
+            # Dispatcher, step 1: status = sending AND claimed_at < now - lease. The rows in
+            # flight are few (a batch or so per dispatcher): the index finds them all and the
+            # lease is checked on each. Keyed by id, not claimed_at, so that the lease's
+            # heartbeat (claimed_at, attempt_started_at) writes no indexed column and
+            # PostgreSQL can rewrite the row in place (migration 0007).
+            models.Index(fields=["id"], name="outbox_sending", condition=Q(status="sending")),
             # Admin overview and retention: counts per status, reason and channel over a time
             # window — the overview names every (status, reason, channel) to seek each run
             # to its time range, and groups in the index's order, with nothing to sort.

@@ -143,12 +143,12 @@ def authorization(endpoint: str, subject: str) -> dict[str, str]:
     cached = (key, subject, audience)
     found = _tokens.get(cached)
     if found is not None and found[0] <= now < found[0] + TOKEN_REUSE:
-        return found[1]
+        return dict(found[1])  # the caller's own, to add headers to
     headers = _signer(key).sign({"sub": subject, "aud": audience, "exp": int(now) + TOKEN_LIFETIME})
     if len(_tokens) >= _TOKENS_KEPT:
         _tokens.clear()
     _tokens[cached] = (now, headers)
-    return headers
+    return dict(headers)
 
 
 @lru_cache(maxsize=4)

@@ -14,7 +14,7 @@ import time
 import pytest
 import time_machine
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from demo.models import DemoProduct
@@ -31,6 +31,8 @@ from tests.reliability.world import demo_listings, due_rows, subscribed_devices
 pytestmark = pytest.mark.django_db
 
 NOW = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
+# What a heartbeat writes (`outbox.transitions.renew_lease`): the lease and the intent.
+BEAT_WRITES = ("claimed_at", "attempt_started_at")
 
 
 @pytest.fixture
@@ -180,6 +182,46 @@ def test_the_heartbeat_is_fenced_and_says_which_rows_are_still_held(frozen):
     mine, theirs = _reload(rows[0].pk), _reload(rows[1].pk)
     assert (mine.claimed_at, mine.attempt_started_at) == (later, later)
     assert (theirs.claimed_at, theirs.attempt_started_at) == (NOW, None)
+
+
+def test_no_index_of_the_outbox_table_covers_a_column_the_heartbeat_writes():
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Outbox._meta.db_table)
+    written = {Outbox._meta.get_field(name).column for name in BEAT_WRITES}
+    indexed = {
+        name: set(info["columns"]) & written
+        for name, info in constraints.items()
+        if info["index"] or info["unique"] or info["primary_key"]
+    }
+    assert "outbox_sending" in indexed, "the table's indexes were read"
+    assert {name: hit for name, hit in indexed.items() if hit} == {}
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="heap-only tuples and fill factors are PostgreSQL's"
+)
+def test_the_heartbeat_rewrites_its_rows_in_place_on_postgresql(frozen):
+    for _ in range(3):
+        enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    claim = claim_due("mine", 10, timezone.now())
+    attempts = dict(Outbox.objects.filter(pk__in=claim.ids).values_list("id", "attempts"))
+    table = Outbox._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [table])
+        assert "fillfactor=80" in cursor.fetchone()[0]
+        counts = (
+            "SELECT pg_stat_get_xact_tuples_updated(%s::regclass), "
+            "pg_stat_get_xact_tuples_hot_updated(%s::regclass)"
+        )
+        cursor.execute(counts, [table, table])
+        before = cursor.fetchone()
+        held = renew_lease(Fence("mine", attempts), NOW + dt.timedelta(seconds=30), starting=[])
+        # This transaction's own counts (the test runs inside one), the beat's alone.
+        cursor.execute(counts, [table, table])
+        after = cursor.fetchone()
+    updated, in_place = after[0] - before[0], after[1] - before[1]
+    assert held == set(claim.ids) and len(held) == 3
+    assert updated == 3 and in_place == 3
 
 
 def test_the_send_gate_refuses_a_row_no_longer_held_or_without_a_delivery_of_lease_left(
