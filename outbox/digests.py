@@ -73,7 +73,7 @@ def build_digest(
     its fresh value), in the device's language; `part` numbers the pieces of a group split
     by MAX_ITEMS (its Topic and tag)."""
     items = tuple(message for _, message in group)
-    rows = tuple(row.pk for row, _ in group)
+    rows = tuple(row.id for row, _ in group)
     with translation.override(language):
         title = ngettext(
             "%(count)d thing you watch is cheap now",

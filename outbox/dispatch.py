@@ -50,6 +50,8 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
+from common.instances import load
+from common.longlived import fewer_collections
 from common.lookups import one_of
 from outbox import digests
 from outbox.claims import claim_due, new_holder, recover_expired_leases
@@ -118,23 +120,9 @@ def run_cycle(
     error = ""
     deadline = time.monotonic() + settings.OUTBOX_CYCLE_SECONDS
     try:
-        result.recovered = recover_expired_leases(clock())
-        remaining = limit
-        while remaining is None or remaining > 0:
-            size = (
-                settings.OUTBOX_BATCH_SIZE
-                if remaining is None
-                else min(remaining, settings.OUTBOX_BATCH_SIZE)
-            )
-            claim = claim_due(cycle.holder, size, clock())
-            result.claimed += len(claim.ids)
-            result.by_status[Status.DROPPED] += claim.superseded
-            if claim.ids:
-                result.by_status.update(_process_batch(cycle, claim.ids))
-            if remaining is not None:
-                remaining -= len(claim.ids) + claim.superseded
-            if claim.selected < size or time.monotonic() > deadline:
-                break
+        # A batch's instances live as long as it does: fewer collections walk them again.
+        with fewer_collections():
+            _run(cycle, limit, deadline)
     except Exception as exc:
         # Rows already claimed stay `sending` until their lease expires, then are retried.
         log.exception("dispatch cycle %s stopped", cycle.holder)
@@ -154,9 +142,32 @@ def run_cycle(
     return result
 
 
+def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
+    """Recover expired leases, then claim and process batches until nothing is due, `limit`
+    rows were taken or the `deadline` (monotonic) passed."""
+    result = cycle.result
+    result.recovered = recover_expired_leases(cycle.clock())
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = (
+            settings.OUTBOX_BATCH_SIZE
+            if remaining is None
+            else min(remaining, settings.OUTBOX_BATCH_SIZE)
+        )
+        claim = claim_due(cycle.holder, size, cycle.clock())
+        result.claimed += len(claim.ids)
+        result.by_status[Status.DROPPED] += claim.superseded
+        if claim.ids:
+            result.by_status.update(_process_batch(cycle, claim.ids))
+        if remaining is not None:
+            remaining -= len(claim.ids) + claim.superseded
+        if claim.selected < size or time.monotonic() > deadline:
+            return
+
+
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
-    with Lease(cycle.holder, {row.pk: row.attempts for row in rows}, cycle.clock) as lease:
+    with Lease(cycle.holder, {row.id: row.attempts for row in rows}, cycle.clock) as lease:
         decisions, held = _decide_and_deliver(cycle, rows, lease)
     return record(rows, decisions, cycle.holder, cycle.clock) + held
 
@@ -171,7 +182,7 @@ def _decide_and_deliver(
     for row in rows:
         reason = guard(row)
         if reason:
-            decisions[row.pk] = Decision(Status.DROPPED, reason)
+            decisions[row.id] = Decision(Status.DROPPED, reason)
         else:
             live.append(row)
     live, held = hold_quiet_rows(live, cycle.holder, cycle.clock())
@@ -192,23 +203,23 @@ def _decide_and_deliver(
         )
     )
     to_send = [
-        (row, decisions[row.pk].message) for row in live if decisions[row.pk].message is not None
+        (row, decisions[row.id].message) for row in live if decisions[row.id].message is not None
     ]
     if to_send:
         # A beat right before the first delivery also records the intent of each.
-        lease.beat(starting=[row.pk for row, _ in to_send])
+        lease.beat(starting=[row.id for row, _ in to_send])
         starting = cycle.clock()
         for row, _ in to_send:
             product_id = row.watch.product_id
             fetched_at = offers[product_id][0] if product_id else fresh[row.watch.listing_id][0]
             age = round((starting - fetched_at).total_seconds(), 3)
-            decisions[row.pk].data["fresh_age_seconds"] = age
+            decisions[row.id].data["fresh_age_seconds"] = age
         # Several rows for one device and channel go out as one digest; each row still
         # gets its own outcome from what the channel said about the digest.
         sends = digests.plan(to_send)
         delivered = deliver_all(sends, cycle.clock, lease)
         for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
-            for row_id in message.rows or (row.pk,):
+            for row_id in message.rows or (row.id,):
                 decisions[row_id].digest = digests.membership(message, row_id)
                 apply_delivery(decisions[row_id], delivery)
     return decisions, held
@@ -283,7 +294,7 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
     """The claimed rows with their watches, and one shared instance of each listing and
     device: rows of a batch share few listings, so this builds far fewer model instances
     than a join per row would, and a listing updated by its re-fetch is the same for all."""
-    rows = list(
+    rows = load(
         Outbox.objects.filter(one_of("id", ids), claimed_by=holder)
         .select_related("watch")
         # What a cycle never reads: converting these (datetimes above all) cost more than
@@ -305,5 +316,6 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
 
 
 def _by_id(queryset: QuerySet[_M], ids: Iterable[int]) -> dict[int, _M]:
-    """`queryset.in_bulk(ids)`, without preparing each id (`common.lookups`)."""
-    return {obj.pk: obj for obj in queryset.filter(one_of("pk", list(ids)))}
+    """`queryset.in_bulk(ids)`, without preparing each id (`common.lookups`) and with each
+    instance built by `common.instances`."""
+    return {obj.pk: obj for obj in load(queryset.filter(one_of("pk", list(ids))))}

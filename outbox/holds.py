@@ -52,7 +52,7 @@ def hold_quiet_rows(
 ) -> tuple[list[Outbox], Counter[Status]]:
     """Hold the claimed `rows` whose device is in its quiet hours (see the module). Returns
     the rows left to re-check and send, and how many were held (as `retry`)."""
-    until = {row.pk: end for row in rows if (end := quiet_until(row.device, now)) is not None}
+    until = {row.id: end for row in rows if (end := quiet_until(row.device, now)) is not None}
     if not until:
         return rows, Counter()
     outcomes = {
@@ -65,7 +65,7 @@ def hold_quiet_rows(
         )
         for row_id, end in until.items()
     }
-    fence = Fence(holder, {row.pk: row.attempts for row in rows if row.pk in until})
+    fence = Fence(holder, {row.id: row.attempts for row in rows if row.id in until})
     with transaction.atomic():
         won = transition_each(outcomes, expect=[Status.SENDING], fence=fence, actor=holder, now=now)
-    return [row for row in rows if row.pk not in until], Counter({Status.RETRY: len(won)})
+    return [row for row in rows if row.id not in until], Counter({Status.RETRY: len(won)})

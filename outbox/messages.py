@@ -45,6 +45,17 @@ def build_message(
     judgement: Judgement,
     language: str = "ja",
 ) -> Message:
+    """The message of `row` in `language`, from the `fresh` value its `judgement` held on."""
+    if translation.get_language() == language:
+        # The caller activated it for a whole batch (`outbox.recheck.decide`).
+        return _compose(row, watch, listing, fresh, judgement)
+    with translation.override(language):
+        return _compose(row, watch, listing, fresh, judgement)
+
+
+def _compose(
+    row: Outbox, watch: Watch, listing: Listing, fresh: Observation, judgement: Judgement
+) -> Message:
     price = fresh.effective_price
     # The compared value is a unit price only when the watch asked for it and the pack size
     # is known (watches.triggers.compared_value).
@@ -53,59 +64,56 @@ def build_message(
         if watch.use_unit_price and listing.units_per_pack and judgement.value is not None
         else None
     )
-    with translation.override(language):
-        name = listing.name or fresh.name or listing.item_code
-        if watch.product_id:
-            # A product watch is about the product, whichever shop has the best offer.
-            name = row.detected_payload.get("listing") or name
-        title = clip(name, _TITLE_LIMIT)
-        if watch.trigger == Trigger.BACK_IN_STOCK:
-            body = _("Back in stock at %(price)s.") % {"price": yen(price)}
-        elif watch.trigger == Trigger.TARGET_PRICE and per_unit_value is not None:
-            # The target is per unit: say the unit price first, so the two numbers compare.
-            body = _(
-                "Now %(unit)s per %(label)s (%(price)s a pack) — at or below your %(target)s."
-            ) % {
-                "unit": f"¥{per_unit_value:,.2f}",
-                "label": unit_name(listing.unit_label),
-                "price": yen(price),
-                "target": yen(watch.target_price),
-            }
-        elif watch.trigger == Trigger.TARGET_PRICE:
-            body = _("Now %(price)s — at or below your %(target)s.") % {
-                "price": yen(price),
-                "target": yen(watch.target_price),
-            }
-        elif watch.trigger == Trigger.PRICE_DROP:
-            typical = row.detected_payload.get("typical")
-            body = _("Now %(price)s — well below its usual %(typical)s.") % {
-                "price": yen(price),
-                "typical": yen(float(typical)) if typical else "—",
-            }
-        else:
-            body = _("Now %(price)s — the lowest in 90 days.") % {"price": yen(price)}
-        if per_unit_value is not None and watch.trigger != Trigger.TARGET_PRICE:
-            body += " " + _("(%(unit)s per %(label)s)") % {
-                "unit": f"¥{per_unit_value:,.2f}",
-                "label": unit_name(listing.unit_label),
-            }
-        data = {}
-        if watch.product_id:
-            shop = listing.shop_name or fresh.shop_name or listing.item_code
-            # The best offer now may be another shop than the one detected: say which.
-            body += " " + _("At %(shop)s: %(price)s, %(shipping)s.") % {
-                "shop": shop,
-                "price": yen(fresh.price),
-                "shipping": shipping_text(fresh.shipping),
-            }
-            data = {"shop": shop, "shop_url": fresh.url or listing.url}
+    name = listing.name or fresh.name or listing.item_code
+    if watch.product_id:
+        # A product watch is about the product, whichever shop has the best offer.
+        name = row.detected_payload.get("listing") or name
+    title = clip(name, _TITLE_LIMIT)
+    if watch.trigger == Trigger.BACK_IN_STOCK:
+        body = _("Back in stock at %(price)s.") % {"price": yen(price)}
+    elif watch.trigger == Trigger.TARGET_PRICE and per_unit_value is not None:
+        # The target is per unit: say the unit price first, so the two numbers compare.
+        body = _("Now %(unit)s per %(label)s (%(price)s a pack) — at or below your %(target)s.") % {
+            "unit": f"¥{per_unit_value:,.2f}",
+            "label": unit_name(listing.unit_label),
+            "price": yen(price),
+            "target": yen(watch.target_price),
+        }
+    elif watch.trigger == Trigger.TARGET_PRICE:
+        body = _("Now %(price)s — at or below your %(target)s.") % {
+            "price": yen(price),
+            "target": yen(watch.target_price),
+        }
+    elif watch.trigger == Trigger.PRICE_DROP:
+        typical = row.detected_payload.get("typical")
+        body = _("Now %(price)s — well below its usual %(typical)s.") % {
+            "price": yen(price),
+            "typical": yen(float(typical)) if typical else "—",
+        }
+    else:
+        body = _("Now %(price)s — the lowest in 90 days.") % {"price": yen(price)}
+    if per_unit_value is not None and watch.trigger != Trigger.TARGET_PRICE:
+        body += " " + _("(%(unit)s per %(label)s)") % {
+            "unit": f"¥{per_unit_value:,.2f}",
+            "label": unit_name(listing.unit_label),
+        }
+    data = {}
+    if watch.product_id:
+        shop = listing.shop_name or fresh.shop_name or listing.item_code
+        # The best offer now may be another shop than the one detected: say which.
+        body += " " + _("At %(shop)s: %(price)s, %(shipping)s.") % {
+            "shop": shop,
+            "price": yen(fresh.price),
+            "shipping": shipping_text(fresh.shipping),
+        }
+        data = {"shop": shop, "shop_url": fresh.url or listing.url}
     return Message(
         title=title,
         body=body,
-        url=f"/listings/{listing.pk}/",
+        url=f"/listings/{listing.id}/",
         tag=dedup_key(row),
         topic=topic(row),
-        listing_id=listing.pk,
+        listing_id=listing.id,
         price=price,
         urgency="high" if watch.trigger == Trigger.BACK_IN_STOCK else "normal",
         icon=listing.image_url,

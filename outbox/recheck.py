@@ -20,7 +20,10 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import groupby
 from types import MappingProxyType
+
+from django.utils import translation
 
 from outbox.channels.base import Message
 from outbox.messages import build_message
@@ -88,39 +91,55 @@ def decide(
     offers of its product (`offers`, by product id)."""
     decisions: dict[int, Decision] = {}
     seen: set[tuple[int, str]] = set()
-    for row in sorted(live, key=lambda r: r.detected_at, reverse=True):
-        listing, result = _fresh(row, fetched, offers)
-        if isinstance(result, FetchError):
-            to, reason = FETCH_OUTCOME[result.kind]
-            decisions[row.pk] = Decision(
-                to,
-                reason,
-                result.detail,
-                {"fetch_error": result.kind.value, "detail": result.detail},
-                retry_after=result.retry_after,
-            )
-            continue
-        judgement = recheck(
-            row.watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
-        )
-        facts = {
-            "fresh": result.as_json(),
-            "value": _str(judgement.value),
-            "line": _str(judgement.line),
-        }
-        key = (row.watch_id, row.channel)
-        if judgement.holds and key in seen:
-            judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
-        if not judgement.holds:
-            decisions[row.pk] = Decision(Status.DROPPED, Reason(judgement.reason), data=facts)
-            continue
-        seen.add(key)
-        message = build_message(row, row.watch, listing, result, judgement, row.device.language)
-        facts["message"] = message.as_json()
-        decisions[row.pk] = Decision(
-            Status.SENT, Reason.DELIVERED, data=facts, message=message, value=judgement.value
-        )
+    # Newest first within each device language: a language is activated once per batch,
+    # not once per message (two context-variable writes each time). The order that matters
+    # — which of a watch's rows on a channel goes out — is kept: a watch's rows share a
+    # device, so a language.
+    ordered = sorted(live, key=lambda r: (r.device.language, r.detected_at), reverse=True)
+    for language, rows in groupby(ordered, key=lambda r: r.device.language):
+        with translation.override(language):
+            for row in rows:
+                decisions[row.id] = _decide(row, fetched, offers, seen, language)
     return decisions
+
+
+def _decide(
+    row: Outbox,
+    fetched: Mapping[int, FetchResult],
+    offers: Mapping[int, ProductAnswer],
+    seen: set[tuple[int, str]],
+    language: str,
+) -> Decision:
+    listing, result = _fresh(row, fetched, offers)
+    if isinstance(result, FetchError):
+        to, reason = FETCH_OUTCOME[result.kind]
+        return Decision(
+            to,
+            reason,
+            result.detail,
+            {"fetch_error": result.kind.value, "detail": result.detail},
+            retry_after=result.retry_after,
+        )
+    watch = row.watch
+    judgement = recheck(
+        watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
+    )
+    facts = {
+        "fresh": result.as_json(),
+        "value": _str(judgement.value),
+        "line": _str(judgement.line),
+    }
+    key = (row.watch_id, row.channel)
+    if judgement.holds and key in seen:
+        judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
+    if not judgement.holds:
+        return Decision(Status.DROPPED, Reason(judgement.reason), data=facts)
+    seen.add(key)
+    message = build_message(row, watch, listing, result, judgement, language)
+    facts["message"] = message.as_json()
+    return Decision(
+        Status.SENT, Reason.DELIVERED, data=facts, message=message, value=judgement.value
+    )
 
 
 def _fresh(

@@ -55,7 +55,7 @@ def record(
     backoff count from when each answer came (`Decision.answered_at`); the rest is stamped
     now."""
     now = clock()
-    by_row = {row.pk: row for row in rows}
+    by_row = {row.id: row for row in rows}
     outcomes = {
         row_id: _outcome(by_row[row_id], decision, now) for row_id, decision in decisions.items()
     }

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
@@ -51,18 +51,18 @@ def refresh_snapshot(
     outbox=Outbox,
     snapshot=CountSnapshot,
     snapshot_row=CountSnapshotRow,
+    using: str = DEFAULT_DB_ALIAS,
 ) -> int:
     """Count the settled rows that moved before the boundary and replace the snapshot with
     those counts, in one transaction (readers see the old one or the new one, whole).
-    Returns the number of rows counted. The model arguments let a migration pass its
-    historical models."""
+    Returns the number of rows counted. The model arguments and `using` let a migration
+    pass its historical models and the database it migrates."""
     now = now or timezone.now()
     boundary = boundary_for(now)
-    last_id = outbox.objects.aggregate(last=Max("id"))["last"] or 0
+    last_id = outbox.objects.using(using).aggregate(last=Max("id"))["last"] or 0
     counts = (
-        outbox.objects.filter(
-            status__in=[s.value for s in SETTLED], updated_at__lt=boundary, id__lte=last_id
-        )
+        outbox.objects.using(using)
+        .filter(status__in=[s.value for s in SETTLED], updated_at__lt=boundary, id__lte=last_id)
         .annotate(day=LocalDate("updated_at", zone=DEDUP_ZONE))
         .order_by()
         .values("day", "status", "reason", "channel")
@@ -72,10 +72,12 @@ def refresh_snapshot(
         (_date(row["day"]), row["status"], row["reason"], row["channel"], row["n"])
         for row in counts
     ]
-    with transaction.atomic():
-        snapshot.objects.all().delete()
-        taken = snapshot.objects.create(taken_at=now, boundary=boundary, last_id=last_id)
-        snapshot_row.objects.bulk_create(
+    with transaction.atomic(using=using):
+        snapshot.objects.using(using).all().delete()
+        taken = snapshot.objects.using(using).create(
+            taken_at=now, boundary=boundary, last_id=last_id
+        )
+        snapshot_row.objects.using(using).bulk_create(
             (
                 snapshot_row(
                     snapshot=taken, day=day, status=status, reason=reason, channel=channel, rows=n

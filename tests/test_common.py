@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from common.bulk import update_by_id
+from common.instances import load
 from common.registry import configured_instance, import_all
 from common.retry_after import MAX_SECONDS, parse_retry_after
 from common.text import clip
@@ -401,3 +402,132 @@ def test_the_file_cache_deletes_many_before_its_folder_exists(tmp_path):
     cache.delete_many([f"page-{n}" for n in range(30)])  # nothing to delete, nothing raised
     cache.set("page-1", "a")
     assert cache.get("page-1") == "a"
+
+
+# --- Instances built without Model.__init__ --------------------------------------------------
+
+
+def _same_instance(built, listed) -> None:
+    """Two instances alike as the ORM sees them: class, loaded values, deferred fields, where
+    they came from and what is cached on them."""
+    assert type(built) is type(listed)
+    assert {k: v for k, v in vars(built).items() if k != "_state"} == {
+        k: v for k, v in vars(listed).items() if k != "_state"
+    }
+    assert built.get_deferred_fields() == listed.get_deferred_fields()
+    assert (built._state.db, built._state.adding) == (listed._state.db, listed._state.adding)
+    assert built._state.fields_cache.keys() == listed._state.fields_cache.keys()
+    for name, related in listed._state.fields_cache.items():
+        if related is None:
+            assert built._state.fields_cache[name] is None
+        else:
+            _same_instance(built._state.fields_cache[name], related)
+
+
+@pytest.mark.django_db
+def test_load_builds_the_instances_the_orm_would_with_related_and_deferred_fields():
+    from outbox.models import Outbox
+    from tests.factories import OutboxFactory
+
+    rows = [OutboxFactory(), OutboxFactory(sent_message={"title": "x"})]
+    queryset = (
+        Outbox.objects.filter(pk__in=[row.pk for row in rows])
+        .select_related("watch", "watch__listing", "watch__product")
+        .defer("detail", "watch__created_at")
+        .order_by("id")
+    )
+
+    built, listed = load(queryset), list(queryset)
+
+    assert len(built) == len(listed) == 2
+    for one, other in zip(built, listed, strict=True):
+        _same_instance(one, other)
+    # A product-less watch's LEFT JOIN found nothing: cached as None, no query on access.
+    with CaptureQueriesContext(connection) as queries:
+        assert built[0].watch.product is None
+        assert built[0].watch.listing.pk == rows[0].watch.listing_id
+    assert len(queries) == 0
+
+
+@pytest.mark.django_db
+def test_an_instance_from_load_reads_a_deferred_field_on_access_and_saves_as_an_update():
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listing = ListingFactory(name="before")
+    [built] = load(Listing.objects.filter(pk=listing.pk).defer("name"))
+
+    with CaptureQueriesContext(connection) as queries:
+        assert built.name == "before"
+    assert len(queries) == 1
+    built.price = 777
+    built.save(update_fields=["price"])
+
+    assert Listing.objects.count() == 1
+    assert Listing.objects.get(pk=listing.pk).price == 777
+
+
+@pytest.mark.django_db
+def test_load_leaves_a_model_with_an_init_receiver_to_the_orm():
+    from django.db.models import signals
+
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    ListingFactory.create_batch(2)
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    signals.post_init.connect(receiver, sender=Listing)
+    try:
+        built = load(Listing.objects.order_by("id"))
+    finally:
+        signals.post_init.disconnect(receiver, sender=Listing)
+
+    assert seen == built and len(built) == 2
+
+
+@pytest.mark.django_db
+def test_load_of_nothing_and_of_an_annotated_queryset_gives_what_the_orm_gives():
+    from django.db.models import Count
+
+    from tests.factories import ListingFactory, WatchFactory
+    from watches.models import Listing
+
+    WatchFactory.create_batch(2, listing=ListingFactory())
+    annotated = Listing.objects.annotate(n=Count("watches"))
+
+    assert load(Listing.objects.filter(pk__in=[])) == []
+    assert [listing.n for listing in load(annotated)] == [2]
+
+
+# --- Fewer collections within a block --------------------------------------------------------
+
+
+def test_fewer_collections_nests_across_threads_and_puts_back_what_was_there():
+    import gc
+    import threading
+
+    from common.longlived import fewer_collections
+
+    before = gc.get_threshold()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with fewer_collections(threshold=before[0] + 5_000):
+            inside.set()
+            leave.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(5)
+    with fewer_collections(threshold=before[0] + 5_000):
+        assert gc.get_threshold() == (before[0] + 5_000, *before[1:])
+    # The other block is still running: its threshold stays.
+    assert gc.get_threshold() == (before[0] + 5_000, *before[1:])
+    leave.set()
+    thread.join(5)
+
+    assert gc.get_threshold() == before

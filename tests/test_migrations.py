@@ -164,3 +164,71 @@ def test_listings_made_at_main_are_nobodys_offers_and_products_migrate_back(made
     assert "watches_product" not in tables_and_columns(connection)
     again = migrate(connection)
     assert snapshot(again, alias, kept) == kept
+
+
+# The foreign keys whose own one-column index a wider index already serves (migrations
+# watches 0011 and outbox 0008): table -> column.
+UNINDEXED_FOREIGN_KEYS = {
+    "watches_pricepoint": "listing_id",
+    "watches_watch": "device_id",
+    "outbox_outbox": "device_id",
+    "outbox_outboxevent": "outbox_id",
+    "outbox_countsnapshotrow": "snapshot_id",
+}
+
+
+def indexes_by_columns(connection, table: str) -> dict[tuple[str, ...], str]:
+    """Columns -> name of every index and unique key of `table` (primary key aside)."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, table)
+    return {
+        tuple(info["columns"]): name
+        for name, info in constraints.items()
+        if (info["index"] or info["unique"]) and not info["primary_key"] and info["columns"]
+    }
+
+
+def test_a_foreign_key_a_wider_index_serves_loses_its_own_index_and_gets_it_back(made_at_main):
+    connection, written = made_at_main
+    migrate(connection)
+    for table, column in UNINDEXED_FOREIGN_KEYS.items():
+        indexes = indexes_by_columns(connection, table)
+        assert (column,) not in indexes, table
+        assert any(len(key) > 1 and key[0] == column for key in indexes), table
+
+    migrate(connection, {"outbox": "0007_lease_beats_stay_hot"})
+    migrate(connection, {"watches": "0010_listing_updates_stay_hot"})
+    for table, column in UNINDEXED_FOREIGN_KEYS.items():
+        assert (column,) in indexes_by_columns(connection, table), table
+
+    now = migrate(connection)
+    expected = carried(written)
+    assert snapshot(now, connection.alias, expected) == expected
+    assert all(
+        (column,) not in indexes_by_columns(connection, table)
+        for table, column in UNINDEXED_FOREIGN_KEYS.items()
+    )
+
+
+def test_no_model_indexes_a_foreign_key_a_wider_index_already_leads_with():
+    """Each index costs every insert; one that a wider index's leading column serves answers
+    no lookup the wider one could not (a cascade's included)."""
+    redundant = []
+    for model in installed_apps.get_models():
+        if not model._meta.managed or model._meta.proxy:
+            continue
+        wider = [
+            [model._meta.get_field(name.lstrip("-")).column for name in index.fields]
+            for index in model._meta.indexes
+            if index.condition is None and len(index.fields) > 1
+        ] + [
+            [model._meta.get_field(name).column for name in constraint.fields]
+            for constraint in model._meta.constraints
+            if getattr(constraint, "condition", True) is None
+            and len(getattr(constraint, "fields", ())) > 1
+        ]
+        for field in model._meta.local_fields:
+            leads = any(columns[0] == field.column for columns in wider)
+            if field.is_relation and field.db_index and not field.unique and leads:
+                redundant.append(f"{model._meta.label}.{field.name}")
+    assert redundant == []

@@ -238,8 +238,14 @@ def unit_price(price: int | None, units_per_pack: int | None) -> Decimal | None:
 class PricePoint(models.Model):
     """One observation of a listing: the history that charts and triggers read."""
 
+    # Unindexed on its own: pricepoint_listing_time leads with it and serves every lookup
+    # by listing (a cascade too); a second index would only cost each point's insert.
     listing = models.ForeignKey(
-        Listing, verbose_name=_("listing"), on_delete=models.CASCADE, related_name="price_points"
+        Listing,
+        verbose_name=_("listing"),
+        on_delete=models.CASCADE,
+        related_name="price_points",
+        db_index=False,
     )
     observed_at = models.DateTimeField(verbose_name=_("observed at"))
     price = models.PositiveIntegerField(verbose_name=_("price"), null=True, blank=True)
@@ -378,8 +384,13 @@ class Watch(models.Model):
     it follows now: the cheapest when it was made, then the one each detection fired on, so
     the dispatcher's re-fetch and message name that shop."""
 
+    # Unindexed on its own: watch_by_device leads with it.
     device = models.ForeignKey(
-        Device, verbose_name=_("device"), on_delete=models.CASCADE, related_name="watches"
+        Device,
+        verbose_name=_("device"),
+        on_delete=models.CASCADE,
+        related_name="watches",
+        db_index=False,
     )
     listing = models.ForeignKey(
         Listing, verbose_name=_("listing"), on_delete=models.CASCADE, related_name="watches"

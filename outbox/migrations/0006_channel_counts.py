@@ -12,6 +12,7 @@ def retake_snapshot(apps, schema_editor):
         outbox=apps.get_model("outbox", "Outbox"),
         snapshot=apps.get_model("outbox", "CountSnapshot"),
         snapshot_row=apps.get_model("outbox", "CountSnapshotRow"),
+        using=schema_editor.connection.alias,
     )
 
 

@@ -11,15 +11,16 @@ def fill_search_text(apps, schema_editor):
     # The same function as Listing.save(): the historical model has no save() override.
     from watches.search_text import for_listing
 
-    Listing = apps.get_model("watches", "Listing")
+    # The database being migrated, which need not be the default one.
+    listings = apps.get_model("watches", "Listing").objects.using(schema_editor.connection.alias)
     batch = []
-    for listing in Listing.objects.only("id", "name", "category").iterator(chunk_size=2000):
+    for listing in listings.only("id", "name", "category").iterator(chunk_size=2000):
         listing.search_text = for_listing(listing.name, listing.category)
         batch.append(listing)
         if len(batch) >= 2000:
-            Listing.objects.bulk_update(batch, ["search_text"])
+            listings.bulk_update(batch, ["search_text"])
             batch.clear()
-    Listing.objects.bulk_update(batch, ["search_text"])
+    listings.bulk_update(batch, ["search_text"])
 
 
 def install_index(apps, schema_editor):

@@ -1,0 +1,112 @@
+"""`list(queryset)` for the dispatcher's per-batch reads, each instance built by filling its
+`__dict__` instead of through `Model.__init__`.
+
+Django builds every fetched instance through `Model.from_db`: for a queryset with deferred
+fields, a list of all the model's concrete fields with a placeholder for each deferred one
+(a search of the loaded names per field), then `__init__`, one `setattr` per field and two
+signals. For a dispatcher's batch — 500 outbox rows with their watches, up to 500 listings
+— that was 17 of the 19 ms `_load` spent per batch on SQLite; the database's own part is
+under 2 ms.
+
+`load(queryset)` gives what `list(queryset)` gives — the same loaded fields, the same deferred
+ones (fetched on first access, as always), the objects of `select_related` cached on their
+owners, `_state.db` and `_state.adding` set — with the instance built directly. It does so
+only for a model whose instances `__init__` would not treat specially: no `pre_init` or
+`post_init` receiver and no `from_db` of its own (`_builds_plainly`); any other model in the
+queryset is built the ORM's way. A queryset using what this does not rebuild (annotations,
+`prefetch_related`, `values()`, multi-table inheritance, a relation's known objects) is
+simply listed by the ORM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.db.models import Model, QuerySet, signals
+from django.db.models.base import ModelState
+from django.db.models.query import ModelIterable
+
+M = TypeVar("M", bound=Model)
+
+Row = Sequence[Any]
+
+
+def load(queryset: QuerySet[M]) -> list[M]:
+    """The instances `list(queryset)` would give, cheaper; see the module's docstring."""
+    if not _plain(queryset):
+        return list(queryset)
+    db = queryset.db
+    compiler = queryset.query.get_compiler(using=db)
+    results = compiler.execute_sql(chunked_fetch=False)
+    if compiler.klass_info is None:  # nothing can match: the ORM ran no query
+        return []
+    build = _node(compiler.klass_info, compiler.select, db)
+    if build is None:  # a layout this module does not rebuild; the rows are fetched already
+        return list(queryset)
+    return [build(row) for row in compiler.results_iter(results)]
+
+
+def _plain(queryset: QuerySet) -> bool:
+    query = queryset.query
+    return (
+        queryset._iterable_class is ModelIterable
+        and not queryset._prefetch_related_lookups
+        and not queryset._known_related_objects
+        and not query.annotation_select
+        and not query.extra_select
+        and not query.combinator
+    )
+
+
+def _builds_plainly(model: type[Model]) -> bool:
+    """Whether filling `__dict__` builds what `Model.from_db` would for `model`."""
+    return (
+        model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+        and not signals.pre_init.has_listeners(model)
+        and not signals.post_init.has_listeners(model)
+        and not model._meta.parents  # multi-table inheritance reorders the parents' columns
+    )
+
+
+def _node(klass_info: dict, select: list, db: str) -> Callable[[Row], Any] | None:
+    """A function building the instance of `klass_info` (and its `select_related` objects)
+    from a row of the query; None for a layout this module leaves to the ORM."""
+    if klass_info.get("from_parent"):
+        return None
+    model = klass_info["model"]
+    fields = klass_info["select_fields"]
+    start, end = fields[0], fields[-1] + 1
+    attnames = [column[0].target.attname for column in select[start:end]]
+    pk_index = attnames.index(model._meta.pk.attname)
+    related = []
+    for info in klass_info.get("related_klass_infos", ()):
+        child = _node(info, select, db)
+        if child is None:
+            return None
+        related.append((child, info["local_setter"], info["remote_setter"]))
+    plainly = _builds_plainly(model)
+    new = object.__new__
+
+    def build(row: Row) -> Any:
+        values = row[start:end]
+        if plainly:
+            obj = new(model)
+            # What Model.__init__ leaves after setting every loaded field: a deferred
+            # field is one missing from __dict__, loaded when first read.
+            obj.__dict__.update(zip(attnames, values, strict=True))
+            state = obj._state = ModelState()
+            state.adding = False
+            state.db = db
+        else:
+            obj = model.from_db(db, attnames, values)
+        for child, local_setter, remote_setter in related:
+            # As the ORM's RelatedPopulator: a LEFT JOIN that found nothing is None.
+            other = child(row) if row[child.pk_column] is not None else None  # type: ignore[attr-defined]
+            local_setter(obj, other)
+            if other is not None:
+                remote_setter(other, obj)
+        return obj
+
+    build.pk_column = start + pk_index  # type: ignore[attr-defined]
+    return build

@@ -1,0 +1,56 @@
+"""Schema steps that Django's own operations make too costly on a large table.
+
+Turning a foreign key's `db_index` off with `AlterField` drops its index on PostgreSQL, but
+on SQLite it rebuilds the whole table (copies every row) to do so — minutes for a table of
+events or price points in the millions. `unindexed_foreign_keys` is the same change as a
+state-only `AlterField` plus a plain `DROP INDEX` on either database, and back.
+"""
+
+from __future__ import annotations
+
+from django.db import migrations
+
+
+def unindexed_foreign_keys(
+    app_label: str, alters: list[migrations.AlterField]
+) -> migrations.SeparateDatabaseAndState:
+    """`alters` (each a foreign key of `app_label` to db_index=False) for the state; for the
+    database, each field's own one-column index (the one `db_index=True` made, whatever its
+    name) dropped, or created back when reversed."""
+
+    def drop(apps, schema_editor) -> None:
+        for alter in alters:
+            model = apps.get_model(app_label, alter.model_name)
+            for name in _own_indexes(schema_editor, model, alter.name):
+                schema_editor.execute(f"DROP INDEX {schema_editor.quote_name(name)}")
+
+    def restore(apps, schema_editor) -> None:
+        for alter in alters:
+            model = apps.get_model(app_label, alter.model_name)
+            if not _own_indexes(schema_editor, model, alter.name):
+                field = model._meta.get_field(alter.name)
+                schema_editor.execute(schema_editor._create_index_sql(model, fields=[field]))
+
+    return migrations.SeparateDatabaseAndState(
+        state_operations=alters,
+        database_operations=[migrations.RunPython(drop, restore)],
+    )
+
+
+def _own_indexes(schema_editor, model, field_name: str) -> list[str]:
+    """The plain one-column indexes of the field's column that no Meta index names."""
+    column = model._meta.get_field(field_name).column
+    named = {index.name for index in model._meta.indexes}
+    with schema_editor.connection.cursor() as cursor:
+        constraints = schema_editor.connection.introspection.get_constraints(
+            cursor, model._meta.db_table
+        )
+    return sorted(
+        name
+        for name, info in constraints.items()
+        if info["index"]
+        and not info["unique"]
+        and not info["primary_key"]
+        and info["columns"] == [column]
+        and name not in named
+    )
