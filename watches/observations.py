@@ -30,6 +30,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from django.conf import settings
@@ -100,8 +101,9 @@ class Observations:
         """Write the batch: new points, then each group of listings with only the fields this
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
         while the marketplace was being asked."""
-        folded = [listing for listing in self.observed if listing.pk in self.folded]
-        computed = [listing for listing in self.observed if listing.pk not in self.folded]
+        folded = [listing for listing in self.observed if listing.id in self.folded]
+        observed = attrgetter(*_OBSERVED)
+        computed = [listing for listing in self.observed if listing.id not in self.folded]
         with transaction.atomic():
             _lock_in_id_order([*self.observed, *self.failed, *self.described])
             PricePoint.objects.bulk_create(self.points, batch_size=500)
@@ -113,19 +115,13 @@ class Observations:
             update_by_id(
                 Listing,
                 (*_OBSERVED, "low_90"),
-                (
-                    (
-                        listing.pk,
-                        [*(getattr(listing, n) for n in _OBSERVED), self.folded[listing.pk]],
-                    )
-                    for listing in folded
-                ),
+                ((listing.id, [*observed(listing), self.folded[listing.id]]) for listing in folded),
                 locked=True,
                 lowering=("low_90",),
             )
             _update(self.failed, _FAILED)
             _update(self.described, _DESCRIPTIVE)
-            changed = [listing.pk for listing in (*self.observed, *self.described)]
+            changed = [listing.id for listing in (*self.observed, *self.described)]
             if changed:
                 # Cached pages show prices: stale once this is committed, not before (a page
                 # rendered in between would cache the old ones under the new version).
@@ -139,16 +135,20 @@ def _lock_in_id_order(listings: list[Listing]) -> None:
     the whole database as the transaction begins (BEGIN IMMEDIATE): nothing to order there."""
     if not listings or not connection.features.has_select_for_update:
         return
-    ids = sorted({listing.pk for listing in listings})
+    ids = sorted({listing.id for listing in listings})
     locking = Listing.objects.filter(one_of("pk", ids)).order_by("pk").select_for_update()
     list(locking.values_list("pk"))
 
 
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
+    # The fields' values as a tuple, read in C (attrgetter of one name gives the value alone).
+    values = (
+        attrgetter(*fields) if len(fields) > 1 else lambda listing: (getattr(listing, fields[0]),)
+    )
     update_by_id(
         Listing,
         fields,
-        ((listing.pk, [getattr(listing, name) for name in fields]) for listing in listings),
+        ((listing.id, values(listing)) for listing in listings),
         locked=True,  # by _lock_in_id_order, in the same transaction
     )
 
@@ -196,7 +196,7 @@ def fresh_observations(
             and not listing.last_error
         ]
     else:
-        by_id = {listing.pk: listing for listing in listings}
+        by_id = {listing.id: listing for listing in listings}
         rows = Listing.objects.filter(
             one_of("pk", list(by_id)), last_polled_at__gte=since, last_error=""
         ).values_list("pk", *_OBSERVED, *_STATS)
@@ -210,7 +210,7 @@ def fresh_observations(
     for listing in current:
         if listing.price is None or listing.in_stock is None:
             continue  # never observed with a price: ask the marketplace
-        fresh[listing.pk] = Observation(
+        fresh[listing.id] = Observation(
             item_code=listing.item_code,
             price=listing.price,
             shipping=listing.shipping,
@@ -254,23 +254,23 @@ def observe(
       for the typical price and one MIN per listing in the database for the older part of the
       90-day low — reading the history was most of a re-fetch's cost."""
     answers = list(answers)
-    ids = [listing.pk for listing, _ in answers]
+    ids = [listing.id for listing, _ in answers]
     folding: set[int] = set()
     if judging:
         past, older_lows = _recent(ids, now, LOW_WINDOW), {}
     else:
         kept_since = now - STATS_KEPT
         folding = {
-            listing.pk
+            listing.id
             for listing, _ in answers
             if listing.stats_at is not None and listing.stats_at >= kept_since
         }
         computing = [pk for pk in ids if pk not in folding]
         past = _recent(computing, now, TYPICAL_WINDOW)
         observed_at = {
-            listing.pk: observation.observed_at
+            listing.id: observation.observed_at
             for listing, result in answers
-            if listing.pk in folding
+            if listing.id in folding
             and (observation := as_observation(listing, result, now)) is not None
         }
         past.update(_latest_before_each(observed_at, now))
@@ -288,19 +288,19 @@ def observe(
             continue
         # Only what came before this observation (another process may have written since).
         at = observation.observed_at
-        before = [p for p in past.get(listing.pk, ()) if p[1] < at]
+        before = [p for p in past.get(listing.id, ()) if p[1] < at]
         if _worth_writing(observation, before, quiet):
             batch.points.append(PricePoint.from_observation(listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
         points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
         # The pages sort and chart by these: kept current with every observation.
-        if listing.pk in folding:
-            batch.folded[listing.pk] = _fold(listing, observation)
+        if listing.id in folding:
+            batch.folded[listing.id] = _fold(listing, observation)
         else:
             fresh = Point(at, observation.effective_price, observation.in_stock)
             listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
-            older = older_lows.get(listing.pk)
+            older = older_lows.get(listing.id)
             if older is not None and (listing.low_90 is None or older < listing.low_90):
                 listing.low_90 = older
             listing.stats_at = at

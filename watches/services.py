@@ -90,7 +90,7 @@ def refetch(
     results: dict[int, FetchResult] = {}
     if fresh_within is not None:
         results = fresh_observations(listings, now - fresh_within, as_loaded=as_loaded)
-        listings = [listing for listing in listings if listing.pk not in results]
+        listings = [listing for listing in listings if listing.id not in results]
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
         by_source[listing.source].append(listing)
@@ -103,7 +103,7 @@ def refetch(
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
     observations = observe(answers, now, judging=False)
     observations.save()
-    return {**results, **{seen.listing.pk: seen.result for seen in observations.seen}}
+    return {**results, **{seen.listing.id: seen.result for seen in observations.seen}}
 
 
 def advance_baselines(delivered: Mapping[int, Decimal | None], now: dt.datetime) -> int:
