@@ -293,11 +293,12 @@ def observe(
             batch.points.append(PricePoint.from_observation(listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
-        points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
         # The pages sort and chart by these: kept current with every observation.
         if listing.id in folding:
             batch.folded[listing.id] = _fold(listing, observation)
+            points: list[Point] = []  # folded: no statistics from the history, no judging
         else:
+            points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
             fresh = Point(at, observation.effective_price, observation.in_stock)
             listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
             older = older_lows.get(listing.id)
