@@ -25,7 +25,9 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet, signals
 from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query import ModelIterable
+from django.db.models.query_utils import DeferredAttribute
 
 M = TypeVar("M", bound=Model)
 
@@ -39,10 +41,10 @@ def load(queryset: QuerySet[M]) -> list[M]:
     db = queryset.db
     compiler = queryset.query.get_compiler(using=db)
     results = compiler.execute_sql(chunked_fetch=False)
-    if compiler.klass_info is None:  # nothing can match: the ORM ran no query
-        return []
     build = _node(compiler.klass_info, compiler.select, db)
-    if build is None:  # a layout this module does not rebuild; the rows are fetched already
+    if build is None:
+        # A layout this module does not rebuild (select_related into a multi-table child):
+        # the ORM runs the query again, a cost only such a queryset pays.
         return list(queryset)
     return [build(row) for row in compiler.results_iter(results)]
 
@@ -60,13 +62,27 @@ def _plain(queryset: QuerySet) -> bool:
 
 
 def _builds_plainly(model: type[Model]) -> bool:
-    """Whether filling `__dict__` builds what `Model.from_db` would for `model`."""
+    """Whether filling `__dict__` builds what `Model.from_db` would for `model`: Django's own
+    construction (no `from_db`, `__init__` or `__setattr__` of the model's, no init signal
+    receiver) and fields whose values `__init__` would store as given (a field descriptor
+    that converts on assignment — a custom field's — needs `__init__`)."""
     return (
         model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+        and model.__init__ is Model.__init__
+        and model.__setattr__ is Model.__setattr__
         and not signals.pre_init.has_listeners(model)
         and not signals.post_init.has_listeners(model)
         and not model._meta.parents  # multi-table inheritance reorders the parents' columns
+        and all(
+            type(getattr(model, f.attname)) in _PLAIN_DESCRIPTORS
+            for f in model._meta.concrete_fields
+        )
     )
+
+
+# What Django puts on a model class for a plain field and a foreign key's id: `__init__`
+# leaves the value given in `__dict__` through either.
+_PLAIN_DESCRIPTORS = (DeferredAttribute, ForeignKeyDeferredAttribute)
 
 
 def _node(klass_info: dict, select: list, db: str) -> Callable[[Row], Any] | None:

@@ -9,6 +9,7 @@ state-only `AlterField` plus a plain `DROP INDEX` on either database, and back.
 from __future__ import annotations
 
 from django.db import migrations
+from django.db.models import Index
 
 
 def unindexed_foreign_keys(
@@ -38,7 +39,8 @@ def unindexed_foreign_keys(
 
 
 def _own_indexes(schema_editor, model, field_name: str) -> list[str]:
-    """The plain one-column indexes of the field's column that no Meta index names."""
+    """The plain one-column indexes of the field's column that no Meta index names (on
+    SQLite and PostgreSQL, the only databases the project runs on: a bare DROP INDEX)."""
     column = model._meta.get_field(field_name).column
     named = {index.name for index in model._meta.indexes}
     with schema_editor.connection.cursor() as cursor:
@@ -49,6 +51,7 @@ def _own_indexes(schema_editor, model, field_name: str) -> list[str]:
         name
         for name, info in constraints.items()
         if info["index"]
+        and info["type"] == Index.suffix  # a plain (b-tree) index, as db_index makes
         and not info["unique"]
         and not info["primary_key"]
         and info["columns"] == [column]

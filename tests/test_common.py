@@ -468,6 +468,26 @@ def test_an_instance_from_load_reads_a_deferred_field_on_access_and_saves_as_an_
 
 
 @pytest.mark.django_db
+def test_load_builds_instances_without_the_orms_constructor(monkeypatch):
+    from django.db.models import Model
+
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    ListingFactory.create_batch(2)
+
+    def refuse(cls, *args, **kwargs):
+        raise AssertionError("built through Model.from_db")
+
+    monkeypatch.setattr(Model, "from_db", classmethod(refuse))
+    queryset = Listing.objects.order_by("id")
+
+    assert len(load(queryset)) == 2
+    with pytest.raises(AssertionError, match="from_db"):
+        list(queryset)
+
+
+@pytest.mark.django_db
 def test_load_leaves_a_model_with_an_init_receiver_to_the_orm():
     from django.db.models import signals
 
@@ -531,3 +551,13 @@ def test_fewer_collections_nests_across_threads_and_puts_back_what_was_there():
     thread.join(5)
 
     assert gc.get_threshold() == before
+
+
+def test_the_models_a_dispatch_batch_loads_take_the_fast_path():
+    """The batch's outbox rows, watches, listings and devices: a receiver, an `__init__` or a
+    converting field added to one of them would quietly send it back through the ORM."""
+    from common.instances import _builds_plainly
+    from outbox.models import Outbox
+    from watches.models import Device, Listing, Watch
+
+    assert [model for model in (Outbox, Watch, Listing, Device) if not _builds_plainly(model)] == []
