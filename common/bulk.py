@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection, models
@@ -33,58 +34,68 @@ def update_by_id(
     if isinstance(lowering, str):
         raise TypeError("lowering is a collection of field names, not one name")
     model_fields = [model._meta.get_field(name) for name in fields]
-    prepared: list[dict[tuple[type, Any], Any]] = [{} for _ in model_fields]
-
-    def prep(index: int, value: Any) -> Any:
-        # Rows often share a value (the same `now` for every baseline a batch moves), and
-        # preparing a datetime or a decimal costs more than the UPDATE it goes into: each
-        # distinct value is prepared once. Keyed by type too, so 1 and True stay apart.
-        try:
-            return prepared[index][(type(value), value)]
-        except KeyError:
-            done = prepared[index][(type(value), value)] = model_fields[index].get_db_prep_save(
-                value, connection
-            )
-            return done
-        except TypeError:  # unhashable (a dict for a JSON field): prepared every time
-            return model_fields[index].get_db_prep_save(value, connection)
-
-    params = [
-        [prep(i, value) for i, value in enumerate(values)] + [pk]
-        # Lowest id first: two transactions updating overlapping rows then lock them in the
-        # same order and cannot deadlock each other on PostgreSQL.
-        for pk, values in sorted(rows, key=lambda row: row[0])
-    ]
-    if any(len(row) != len(model_fields) + 1 for row in params):
+    # Lowest id first: two transactions updating overlapping rows then lock them in the same
+    # order and cannot deadlock each other on PostgreSQL.
+    rows = sorted(rows, key=itemgetter(0))
+    if any(len(values) != len(model_fields) for _, values in rows):
         raise ValueError(f"each row needs {len(model_fields)} values: {', '.join(fields)}")
-    if not params:
+    if not rows:
         return 0
+    ids = [pk for pk, _ in rows]
+    # Column by column (zip transposes in C): each column's distinct values prepared once.
+    transposed = zip(*(values for _, values in rows), strict=True)
+    columns = [
+        _prepared(field, list(values))
+        for field, values in zip(model_fields, transposed, strict=True)
+    ]
     table = connection.ops.quote_name(model._meta.db_table)
     pk = connection.ops.quote_name(model._meta.pk.column)
     if connection.vendor == "postgresql":
-        _update_unnest(model, model_fields, params, lock=not locked, lowering=lowering)
-        return len(params)
+        _update_unnest(model, model_fields, [*columns, ids], lock=not locked, lowering=lowering)
+        return len(ids)
     quote = connection.ops.quote_name
-    columns = ", ".join(
+    assignments = ", ".join(
         # SQLite's two-argument MIN is NULL when either is: each side falls back to the other.
         f"{quote(f.column)} = MIN(COALESCE({quote(f.column)}, %s), COALESCE(%s, {quote(f.column)}))"
         if f.name in lowering
         else f"{quote(f.column)} = %s"
         for f in model_fields
     )
-    lowered = [i for i, f in enumerate(model_fields) if f.name in lowering]
-    if lowered:
-        params = [_twice(row, lowered) for row in params]
+    # A lowering column's value goes in twice (its two placeholders above).
+    placed = [
+        column
+        for field, column in zip(model_fields, columns, strict=True)
+        for column in ((column, column) if field.name in lowering else (column,))
+    ]
     with connection.cursor() as cursor:
         # Only quoted identifiers are formatted in; every value is a parameter.
-        cursor.executemany(f"UPDATE {table} SET {columns} WHERE {pk} = %s", params)  # noqa: S608
-    return len(params)
+        cursor.executemany(
+            f"UPDATE {table} SET {assignments} WHERE {pk} = %s",  # noqa: S608
+            list(zip(*placed, ids, strict=True)),
+        )
+    return len(ids)
+
+
+def _prepared(field: models.Field, values: list[Any]) -> list[Any]:
+    """`values` as `field` saves each, as the ORM would. Rows often share a value (the same
+    `now` for every baseline a batch moves, the same stock and error for most listings), and
+    preparing a datetime or a decimal costs more than the UPDATE it goes into: each distinct
+    value is prepared once — unless the column mixes types (1 and True are one key of a
+    dict) or holds an unhashable value (a dict for a JSON field)."""
+    try:
+        distinct = set(values)
+    except TypeError:
+        return [field.get_db_prep_save(value, connection) for value in values]
+    if len(set(map(type, values))) > 1:
+        return [field.get_db_prep_save(value, connection) for value in values]
+    prepared = {value: field.get_db_prep_save(value, connection) for value in distinct}
+    return list(map(prepared.__getitem__, values))
 
 
 def _update_unnest(
     model: type[models.Model],
     model_fields: list[models.Field],
-    params: list[list[Any]],
+    columns: list[list[Any]],
     *,
     lock: bool,
     lowering: Collection[str],
@@ -103,7 +114,6 @@ def _update_unnest(
         else f"{quote(f.column)} = u.{name}"
         for f, name in zip(model_fields, names, strict=False)
     )
-    columns = [list(column) for column in zip(*params, strict=True)]
     ids = columns[-1]
     with connection.cursor() as cursor:
         # The join below may visit the rows in any order: lock them in id order first, so
@@ -118,13 +128,3 @@ def _update_unnest(
             f"FROM unnest({arrays}) AS u({', '.join(names)}) WHERE t.{pk} = u.{names[-1]}",
             columns,
         )
-
-
-def _twice(row: list[Any], indexes: list[int]) -> list[Any]:
-    """`row` with the values at `indexes` given twice, as a lowering column's SQL reads them."""
-    out: list[Any] = []
-    for i, value in enumerate(row):
-        out.append(value)
-        if i in indexes:
-            out.append(value)
-    return out
