@@ -191,6 +191,29 @@ def test_update_by_id_writes_each_rows_own_values_and_nothing_else():
 
 
 @pytest.mark.django_db
+def test_update_by_id_prepares_equal_values_of_different_types_each_their_own_way():
+    """1 and True are one key of a dict, but a JSON column stores them apart; a dict (not
+    hashable) is prepared as it is; a value shared by many rows is written to each."""
+    from outbox.models import Outbox
+    from tests.factories import OutboxFactory
+
+    one, true, shared, other = OutboxFactory.create_batch(4)
+    rows = [
+        (one.pk, (1,)),
+        (true.pk, (True,)),
+        (shared.pk, ({"title": "x"},)),
+        (other.pk, ({"title": "x"},)),
+    ]
+
+    assert update_by_id(Outbox, ("sent_message",), rows) == 4
+
+    stored = dict(Outbox.objects.values_list("pk", "sent_message"))
+    assert stored[one.pk] == 1 and stored[one.pk] is not True
+    assert stored[true.pk] is True
+    assert stored[shared.pk] == stored[other.pk] == {"title": "x"}
+
+
+@pytest.mark.django_db
 def test_update_by_id_lowers_a_lowering_field_and_never_raises_it():
     from tests.factories import ListingFactory
     from watches.models import Listing
