@@ -64,7 +64,7 @@ from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
 from watches.marketplaces.base import FetchResult, Observation
-from watches.models import Device, Listing, Product
+from watches.models import Device, Listing, Product, Watch
 
 log = logging.getLogger("outbox.dispatch")
 
@@ -309,9 +309,14 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
         {row.watch.listing_id for row in rows},
     )
     devices = _by_id(Device.objects.all(), {row.device_id for row in rows})
+    # Each id already names the object it is given, so only the relation's cache is set: the
+    # descriptor's assignment checks the instance's type and database and writes the id again.
+    cache_listing = Watch.listing.field.set_cached_value
+    cache_device = Outbox.device.field.set_cached_value
     for row in rows:
-        row.watch.listing = listings[row.watch.listing_id]
-        row.device = devices[row.device_id]
+        watch = row.watch
+        cache_listing(watch, listings[watch.listing_id])
+        cache_device(row, devices[row.device_id])
     return rows
 
 
