@@ -5,15 +5,14 @@ Django builds every fetched instance through `Model.from_db`: for a queryset wit
 fields, a list of all the model's concrete fields with a placeholder for each deferred one
 (a search of the loaded names per field), then `__init__`, one `setattr` per field and two
 signals. For a dispatcher's batch — 500 outbox rows with their watches, up to 500 listings
-— that was 17 of the 19 ms `_load` spent per batch on SQLite; the database's own part is
-under 2 ms.
+and their devices — that was most of the 21 ms `_load` took per batch on SQLite (11 ms
+since); the rows' query itself takes under 2 ms.
 
 `load(queryset)` gives what `list(queryset)` gives — the same loaded fields, the same deferred
 ones (fetched on first access, as always), the objects of `select_related` cached on their
 owners, `_state.db` and `_state.adding` set — with the instance built directly. It does so
-only for a model whose instances `__init__` would not treat specially: no `pre_init` or
-`post_init` receiver and no `from_db` of its own (`_builds_plainly`); any other model in the
-queryset is built the ORM's way. A queryset using what this does not rebuild (annotations,
+only for a model built Django's own way (`_builds_plainly`); any other model in the queryset
+is built the ORM's way. A queryset using what this does not rebuild (annotations,
 `prefetch_related`, `values()`, multi-table inheritance, a relation's known objects) is
 simply listed by the ORM.
 """
@@ -41,11 +40,12 @@ def load(queryset: QuerySet[M]) -> list[M]:
     db = queryset.db
     compiler = queryset.query.get_compiler(using=db)
     results = compiler.execute_sql(chunked_fetch=False)
-    build = _node(compiler.klass_info, compiler.select, db)
-    if build is None:
+    node = _node(compiler.klass_info, compiler.select, db)
+    if node is None:
         # A layout this module does not rebuild (select_related into a multi-table child):
         # the ORM runs the query again, a cost only such a queryset pays.
         return list(queryset)
+    build, _ = node
     return [build(row) for row in compiler.results_iter(results)]
 
 
@@ -85,22 +85,22 @@ def _builds_plainly(model: type[Model]) -> bool:
 _PLAIN_DESCRIPTORS = (DeferredAttribute, ForeignKeyDeferredAttribute)
 
 
-def _node(klass_info: dict, select: list, db: str) -> Callable[[Row], Any] | None:
+def _node(klass_info: dict, select: list, db: str) -> tuple[Callable[[Row], Any], int] | None:
     """A function building the instance of `klass_info` (and its `select_related` objects)
-    from a row of the query; None for a layout this module leaves to the ORM."""
+    from a row of the query, and the row's position of its primary key; None for a layout
+    this module leaves to the ORM."""
     if klass_info.get("from_parent"):
         return None
     model = klass_info["model"]
     fields = klass_info["select_fields"]
     start, end = fields[0], fields[-1] + 1
     attnames = [column[0].target.attname for column in select[start:end]]
-    pk_index = attnames.index(model._meta.pk.attname)
     related = []
     for info in klass_info.get("related_klass_infos", ()):
         child = _node(info, select, db)
         if child is None:
             return None
-        related.append((child, info["local_setter"], info["remote_setter"]))
+        related.append((*child, info["local_setter"], info["remote_setter"]))
     plainly = _builds_plainly(model)
     new = object.__new__
 
@@ -116,13 +116,12 @@ def _node(klass_info: dict, select: list, db: str) -> Callable[[Row], Any] | Non
             state.db = db
         else:
             obj = model.from_db(db, attnames, values)
-        for child, local_setter, remote_setter in related:
+        for child, pk_column, local_setter, remote_setter in related:
             # As the ORM's RelatedPopulator: a LEFT JOIN that found nothing is None.
-            other = child(row) if row[child.pk_column] is not None else None  # type: ignore[attr-defined]
+            other = child(row) if row[pk_column] is not None else None
             local_setter(obj, other)
             if other is not None:
                 remote_setter(other, obj)
         return obj
 
-    build.pk_column = start + pk_index  # type: ignore[attr-defined]
-    return build
+    return build, start + attnames.index(model._meta.pk.attname)

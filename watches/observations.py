@@ -102,7 +102,7 @@ class Observations:
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
         while the marketplace was being asked."""
         folded = [listing for listing in self.observed if listing.id in self.folded]
-        observed = attrgetter(*_OBSERVED)
+        observed = _values_of(_OBSERVED)
         computed = [listing for listing in self.observed if listing.id not in self.folded]
         with transaction.atomic():
             _lock_in_id_order([*self.observed, *self.failed, *self.described])
@@ -140,11 +140,16 @@ def _lock_in_id_order(listings: list[Listing]) -> None:
     list(locking.values_list("pk"))
 
 
+def _values_of(fields: tuple[str, ...]) -> Callable[[Listing], tuple]:
+    """A listing's values of `fields` as a tuple, read in C (attrgetter of one name gives the
+    value alone)."""
+    if len(fields) > 1:
+        return attrgetter(*fields)
+    return lambda listing: (getattr(listing, fields[0]),)
+
+
 def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
-    # The fields' values as a tuple, read in C (attrgetter of one name gives the value alone).
-    values = (
-        attrgetter(*fields) if len(fields) > 1 else lambda listing: (getattr(listing, fields[0]),)
-    )
+    values = _values_of(fields)
     update_by_id(
         Listing,
         fields,
