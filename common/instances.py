@@ -19,9 +19,12 @@ simply listed by the ORM.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db.models import Model, QuerySet, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
@@ -46,7 +49,55 @@ def load(queryset: QuerySet[M]) -> list[M]:
         # the ORM runs the query again, a cost only such a queryset pays.
         return list(queryset)
     build, _ = node
-    return [build(row) for row in compiler.results_iter(results)]
+    return [build(row) for row in _converted(compiler, results)]
+
+
+def _converted(compiler: Any, results: Iterable[list[Row]]) -> list[Row]:
+    """The query's rows, each value converted as `compiler.results_iter` converts it, column
+    by column rather than row by row (one loop per column instead of a call per value through
+    Django's nested loops). A datetime on SQLite, which its driver already read into a naive
+    UTC datetime, is made aware directly: Django's converter tests the setting, the type and
+    the awareness again for each value, some 2 µs — a batch's 500 listings carry 1,000."""
+    fields = [select[0] for select in compiler.select[: compiler.col_count]]
+    if compiler.has_composite_fields(fields):
+        return list(compiler.results_iter(results))
+    rows = list(chain.from_iterable(results))
+    converters = compiler.get_converters(fields)
+    if not rows or not converters:
+        return rows
+    connection = compiler.connection
+    columns = list(zip(*rows, strict=True))
+    for position, (functions, expression) in converters.items():
+        values = columns[position]
+        for function in functions:
+            values = _convert_all(function, expression, connection, values)
+        columns[position] = values
+    return list(zip(*columns, strict=True))
+
+
+def _convert_all(function: Callable, expression: Any, connection: Any, values: Sequence) -> list:
+    if _naive_utc(function, connection):
+        return [
+            value.replace(tzinfo=dt.UTC)
+            if value.__class__ is dt.datetime and value.tzinfo is None
+            else function(value, expression, connection)  # None, text, an aware datetime
+            for value in values
+        ]
+    return [function(value, expression, connection) for value in values]
+
+
+def _naive_utc(function: Callable, connection: Any) -> bool:
+    """Whether `function` is SQLite's datetime converter making naive values aware in UTC."""
+    if connection.vendor != "sqlite":
+        return False
+    # Imported here: the SQLite backend's module imports the ORM, which imports this one.
+    from django.db.backends.sqlite3.operations import DatabaseOperations
+
+    return (
+        getattr(function, "__func__", None) is DatabaseOperations.convert_datetimefield_value
+        and settings.USE_TZ
+        and connection.timezone is dt.UTC
+    )
 
 
 def _plain(queryset: QuerySet) -> bool:

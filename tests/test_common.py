@@ -473,6 +473,52 @@ def test_load_builds_the_instances_the_orm_would_with_related_and_deferred_field
 
 
 @pytest.mark.django_db
+def test_load_converts_datetimes_as_the_orm_does_whatever_the_database_holds(monkeypatch):
+    """On SQLite, a naive UTC datetime is made aware without Django's converter; a time kept
+    with an offset (a raw write) and NULL still go through it, and all read as the ORM reads
+    them."""
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    plain, offset, empty = ListingFactory.create_batch(3)
+    moment = dt.datetime(2026, 12, 3, 10, 8, 40, 569931, tzinfo=dt.UTC)
+    Listing.objects.filter(pk=plain.pk).update(last_polled_at=moment, stats_at=moment)
+    Listing.objects.filter(pk=empty.pk).update(last_polled_at=None, stats_at=None)
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE watches_listing SET last_polled_at = %s WHERE id = %s",
+                ["2026-12-03 19:08:40.5+09:00", offset.pk],
+            )
+    queryset = Listing.objects.order_by("id")
+    listed = list(queryset)
+
+    if connection.vendor == "sqlite":
+        from django.db.backends.sqlite3.operations import DatabaseOperations
+
+        calls = []
+        djangos = DatabaseOperations.convert_datetimefield_value
+
+        def counted(self, value, expression, connection):
+            calls.append(value)
+            return djangos(self, value, expression, connection)
+
+        monkeypatch.setattr(DatabaseOperations, "convert_datetimefield_value", counted)
+    built = load(queryset)
+
+    assert len(built) == len(listed) == 3
+    for one, other in zip(built, listed, strict=True):
+        _same_instance(one, other)
+    assert built[0].last_polled_at == moment and built[0].last_polled_at.tzinfo is dt.UTC
+    assert built[2].last_polled_at is None
+    if connection.vendor == "sqlite":
+        assert built[1].last_polled_at == dt.datetime(2026, 12, 3, 10, 8, 40, 500000, tzinfo=dt.UTC)
+        # Django's converter saw NULLs and the time kept with its offset, no naive datetime.
+        assert listed[1].last_polled_at in calls
+        assert all(value is None or value.tzinfo is not None for value in calls)
+
+
+@pytest.mark.django_db
 def test_an_instance_from_load_reads_a_deferred_field_on_access_and_saves_as_an_update():
     from tests.factories import ListingFactory
     from watches.models import Listing
@@ -584,3 +630,64 @@ def test_the_models_a_dispatch_batch_loads_take_the_fast_path():
     from watches.models import Device, Listing, Watch
 
     assert [model for model in (Outbox, Watch, Listing, Device) if not _builds_plainly(model)] == []
+
+
+# --- PostgreSQL timestamps parsed in C ----------------------------------------------------
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the timestamptz loader is psycopg's")
+@pytest.mark.django_db
+def test_postgresql_timestamps_are_read_by_the_c_loader_as_djangos_would_read_them():
+    from psycopg import adapters
+    from psycopg.pq import Format
+    from psycopg.types.datetime import TimestamptzLoader
+
+    from common.pgtimestamps import _UtcTimestampLoader
+
+    connection.ensure_connection()
+    assert connection.connection.adapters.get_loader(1184, Format.TEXT) is _UtcTimestampLoader
+    moments = [
+        dt.datetime(2026, 12, 3, 10, 8, 40, 569931, tzinfo=dt.UTC),
+        dt.datetime(2026, 12, 3, 10, 8, 40, tzinfo=dt.UTC),  # no fraction
+        dt.datetime(2026, 3, 1, 0, 0, 0, 1, tzinfo=dt.timezone(dt.timedelta(hours=9))),
+        dt.datetime(1, 1, 1, 0, 0, tzinfo=dt.UTC),
+        dt.datetime(9999, 1, 1, tzinfo=dt.UTC),
+    ]
+    sql = "SELECT unnest(%s::timestamptz[])"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [moments])
+        ours = [row[0] for row in cursor.fetchall()]
+    assert ours == moments
+    assert all(value.tzinfo is dt.UTC for value in ours)
+    # What psycopg's own Python loader (Django's base) gives, in the same zone.
+    with connection.cursor() as cursor:
+        cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+        cursor.execute(sql, [moments])
+        assert [row[0] for row in cursor.fetchall()] == ours
+    assert adapters.get_loader(1184, Format.TEXT) is not _UtcTimestampLoader  # only ours
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the timestamptz loader is psycopg's")
+@pytest.mark.django_db
+def test_django_keeps_its_timestamp_loader_on_a_connection_in_another_zone():
+    from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from psycopg.pq import Format
+
+    from common import pgtimestamps
+
+    connection.ensure_connection()
+    adapters = connection.connection.adapters
+    ours = adapters.get_loader(1184, Format.TEXT)
+    register_tzloader(dt.UTC, connection.connection)  # as Django's template has it
+    djangos = adapters.get_loader(1184, Format.TEXT)
+    with connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'Asia/Tokyo'")
+    try:
+        pgtimestamps.install(None, connection)  # as when the connection is created
+        assert adapters.get_loader(1184, Format.TEXT) is djangos
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'UTC'")
+        adapters.register_loader("timestamptz", ours)
+    pgtimestamps.install(None, connection)
+    assert adapters.get_loader(1184, Format.TEXT) is ours

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_delete, post_migrate
 from django.utils.translation import gettext_lazy as _
 
@@ -35,7 +36,11 @@ class WatchesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from common import pgtimestamps
         from common.longlived import freeze_at_spawn
+
+        # Every datetime the domain reads on PostgreSQL (listings above all) parsed in C.
+        connection_created.connect(pgtimestamps.install, dispatch_uid="pg-c-timestamps")
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
         # A table rebuilt by a later migration loses its search triggers: put them back.
