@@ -43,7 +43,7 @@ from common.bulk import update_by_id
 from common.lookups import one_of
 from common.text import clip
 from watches import pagecache
-from watches.history import PointRow, listing_stats, point_rows
+from watches.history import PointRow, from_text, listing_stats, point_rows
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -376,7 +376,9 @@ def _latest_before_lateral(listing_ids: list[int], moment: dt.datetime) -> dict[
     (points whose id is each listing's latest, by a correlated subquery) ran the seek twice
     per listing there (once to pick the ids, once more for the set it built) and looked each
     point up again by id: 2.4× the time over 500 listings."""
-    table, selected, (listing, at, pk) = _point_sql("{}")
+    table, column = _point_table()
+    selected = ", ".join(column[name] for name in _PAST_COLUMNS)
+    listing, at, pk = column["listing_id"], column["observed_at"], column["id"]
     with connection.cursor() as cursor:
         # Only the model's own table and column names are formatted in; values are parameters.
         cursor.execute(
@@ -393,10 +395,13 @@ def _latest_before_sqlite(listing_ids: list[int], moment: dt.datetime) -> dict[i
     longer composing the query and converting its values than SQLite answering it (8 ms over
     500 listings, 3 ms written out) — the one read of a re-fetch that grows with the listings.
     SQLite needs no LATERAL: its index ends in the rowid, so each seek is one step. The ids go
-    in as one JSON array; the time is read as the UTC text SQLite keeps and parsed as
-    `history.rows_of` does."""
-    table, selected, (listing, at, pk) = _point_sql("p.{}", text="CAST(p.{} AS TEXT)")
-    parse = dt.datetime.fromisoformat
+    in as one JSON array; the time is read as text (`history.from_text`)."""
+    table, column = _point_table()
+    selected = ", ".join(
+        f"CAST(p.{column[name]} AS TEXT)" if name == "observed_at" else f"p.{column[name]}"
+        for name in _PAST_COLUMNS
+    )
+    listing, at, pk = column["listing_id"], column["observed_at"], column["id"]
     with connection.cursor() as cursor:
         # Only the model's own table and column names are formatted in; values are parameters.
         cursor.execute(
@@ -405,23 +410,17 @@ def _latest_before_sqlite(listing_ids: list[int], moment: dt.datetime) -> dict[i
             f"AND q.{at} < %s ORDER BY q.{at} DESC, q.{pk} DESC LIMIT 1)",
             [json.dumps(listing_ids), connection.ops.adapt_datetimefield_value(moment)],
         )
-        return {
-            listing_id: (listing_id, parse(at + "+00:00"), price, shipping, bool(in_stock))
-            for listing_id, at, price, shipping, in_stock in cursor.fetchall()
-        }
+        return {row[0]: row for row in from_text(cursor.fetchall())}
 
 
-def _point_sql(form: str, text: str | None = None) -> tuple[str, str, tuple[str, str, str]]:
-    """The price points' quoted table; the `_Past` columns selected, each through `form`
-    (the time through `text` when given); and the quoted listing, time and id columns."""
+_PAST_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+
+
+def _point_table() -> tuple[str, dict[str, str]]:
+    """The price points' table and each column by attribute name, quoted."""
     quote = connection.ops.quote_name
     column = {f.attname: quote(f.column) for f in PricePoint._meta.concrete_fields}
-    selected = ", ".join(
-        (text if text and name == "observed_at" else form).format(column[name])
-        for name in ("listing_id", "observed_at", "price", "shipping", "in_stock")
-    )
-    names = (column["listing_id"], column["observed_at"], column["id"])
-    return quote(PricePoint._meta.db_table), selected, names
+    return quote(PricePoint._meta.db_table), column
 
 
 def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime) -> dict[int, int]:
