@@ -92,16 +92,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["OPTIONS"] = {
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
-        # A page cache and a memory map larger than SQLite's defaults (2 MB, none): a
-        # dispatch cycle over 2,000 listings reads pages of a few hundred MB of history,
-        # listings and outbox; with the defaults it re-read the same pages through read()
-        # calls, cycle after cycle. The map is the operating system's page cache, shared by
-        # every process; the cache is per connection (docs/decisions.md, stop 26).
-        "init_command": (
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-            f"PRAGMA cache_size=-{env_int('SQLITE_CACHE_KB', 16384, minimum=0)}; "
-            f"PRAGMA mmap_size={env_int('SQLITE_MMAP_MB', 1024, minimum=0) * 1024 * 1024};"
-        ),
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     # Tests on SQLite use a file, not :memory:, so concurrent dispatchers (threads) really
     # share one database the way separate processes would.
