@@ -259,6 +259,37 @@ def test_a_folding_refetch_compares_with_the_point_before_its_answer_not_a_later
     ], "unchanged since the point 10 minutes before: no new point"
 
 
+def test_a_folding_refetch_judges_unchanged_on_the_history_as_it_is_when_kept(settings):
+    """A poll may keep a point stamped before this answer after the answer was made and
+    before it is kept: "unchanged" compares with that point (¥1,100), not with the one the
+    history ended with when the answer came (¥1,000) — the answer's ¥1,000 is a change."""
+    from watches.marketplaces.base import Observation
+    from watches.observations import observe
+
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=10))
+    listing.refresh_from_db()  # as the dispatcher loads it: statistics 10 minutes old
+    earlier = NOW - dt.timedelta(minutes=10)
+    PricePoint.objects.create(
+        listing=listing, observed_at=earlier, price=1000, shipping=0, in_stock=True
+    )
+    answer = Observation(
+        item_code=REFETCHED, price=1000, shipping=0, in_stock=True, observed_at=NOW
+    )
+    batch = observe([(listing, answer)], NOW, judging=False)
+    assert listing.pk in batch.folded, "folded: nothing of the history read"
+    polled = NOW - dt.timedelta(minutes=1)
+    PricePoint.objects.create(
+        listing=listing, observed_at=polled, price=1100, shipping=0, in_stock=True
+    )
+    batch.save()
+    assert _points(listing, earlier) == [
+        (earlier, 1000, 0, True),
+        (polled, 1100, 0, True),
+        (NOW, 1000, 0, True),
+    ]
+
+
 @pytest.mark.parametrize("answer", [1000, 1100], ids=["the later point's", "the earlier one's"])
 def test_of_two_points_at_one_moment_the_later_written_is_what_unchanged_compares_with(
     ichiba, settings, answer

@@ -97,6 +97,10 @@ class Observations:
     # effective price (None when out of stock or without one), which `save` lowers the
     # stored 90-day low to.
     folded: dict[int, int | None] = field(default_factory=dict)
+    # The folded answers, each written as a point unless its listing's latest point before
+    # it says the same and is younger than POLL_HISTORY_MIN_MINUTES: decided in `save`, on
+    # the history as it is under the listings' locks (`_still_worth_writing`).
+    unless_unchanged: list[tuple[Listing, Observation]] = field(default_factory=list)
 
     def save(self) -> None:
         """Write the batch: new points, then each group of listings with only the fields this
@@ -107,7 +111,8 @@ class Observations:
         computed = [listing for listing in self.observed if listing.id not in self.folded]
         with transaction.atomic():
             _lock_in_id_order([*self.observed, *self.failed, *self.described])
-            PricePoint.objects.bulk_create(self.points, batch_size=500)
+            points = [*self.points, *_still_worth_writing(self.unless_unchanged)]
+            PricePoint.objects.bulk_create(points, batch_size=500)
             _update(computed, (*_OBSERVED, *_STATS))
             # A folded answer lowers the 90-day low as the statement finds it, not as it was
             # loaded: a poll or another dispatcher may have computed or folded newer
@@ -127,6 +132,33 @@ class Observations:
                 # Cached pages show prices: stale once this is committed, not before (a page
                 # rendered in between would cache the old ones under the new version).
                 transaction.on_commit(lambda: pagecache.listings_changed(changed))
+
+
+def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[PricePoint]:
+    """The points of those folded (listing, answer) pairs that `_worth_writing` keeps, judged
+    against each listing's latest point before its answer as the history is now: called with
+    the listings' locks held (`_lock_in_id_order`; on SQLite, the write lock), so a point
+    another process kept after the answer came, even one stamped before it, is what
+    "unchanged" compares with. One seek of the history index per listing; a listing whose
+    latest point is not older than its answer (rare) is read again before that moment."""
+    if not answers:
+        return []
+    quiet = dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
+    at = {listing.id: observation.observed_at for listing, observation in answers}
+    latest = _latest_before(list(at), _END_OF_TIME)
+    again: dict[dt.datetime, list[int]] = defaultdict(list)
+    for pk, row in latest.items():
+        if row[1] >= at[pk]:
+            again[at[pk]].append(pk)
+    for moment, ids in again.items():
+        for pk in ids:
+            del latest[pk]
+        latest.update(_latest_before(ids, moment))
+    return [
+        PricePoint.from_observation(listing, observation)
+        for listing, observation in answers
+        if _worth_writing(observation, [latest[listing.id]] if listing.id in latest else [], quiet)
+    ]
 
 
 def _lock_in_id_order(listings: list[Listing]) -> None:
@@ -254,8 +286,9 @@ def observe(
     from less, and `Seen.past` is then partial:
 
     - a listing whose statistics were computed from its history within `STATS_KEPT` (by the
-      poll that detected the crossing, as a rule) has its observation folded into them: only
-      its latest point is read (what "unchanged" compares with);
+      poll that detected the crossing, as a rule) has its observation folded into them and
+      nothing of its history read here: whether its point is worth writing is decided as it
+      is saved (`Observations.unless_unchanged`);
     - any other listing has them computed from the last 30 days (and the point before them)
       for the typical price and one MIN per listing in the database for the older part of the
       90-day low — reading the history was most of a re-fetch's cost."""
@@ -273,13 +306,6 @@ def observe(
         }
         computing = [pk for pk in ids if pk not in folding]
         past = _recent(computing, now, TYPICAL_WINDOW)
-        observed_at = {
-            listing.id: observation.observed_at
-            for listing, result in answers
-            if listing.id in folding
-            and (observation := as_observation(listing, result, now)) is not None
-        }
-        past.update(_latest_before_each(observed_at, now))
         older_lows = _lows_before(computing, now - LOW_WINDOW, now - TYPICAL_WINDOW)
     batch = Observations()
     # Read once: a setting costs more per access than the rest of the rule per listing.
@@ -292,15 +318,20 @@ def observe(
             batch.failed.append(listing)
             batch.seen.append(Seen(listing, result, None))
             continue
-        # Only what came before this observation (another process may have written since).
         at = observation.observed_at
-        before = [p for p in past.get(listing.id, ()) if p[1] < at]
-        if _worth_writing(observation, before, quiet):
-            batch.points.append(PricePoint.from_observation(listing, observation))
+        folded = listing.id in folding
+        if folded:
+            # Nothing of the history was read: `save` compares with its latest point.
+            batch.unless_unchanged.append((listing, observation))
+        else:
+            # Only what came before this observation (another process may have written since).
+            before = [p for p in past.get(listing.id, ()) if p[1] < at]
+            if _worth_writing(observation, before, quiet):
+                batch.points.append(PricePoint.from_observation(listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
         # The pages sort and chart by these: kept current with every observation.
-        if listing.id in folding:
+        if folded:
             batch.folded[listing.id] = _fold(listing, observation)
             points: list[Point] = []  # folded: no statistics from the history, no judging
         else:
@@ -346,18 +377,6 @@ def _recent(
     for listing_id, row in _latest_before(before_window or stale, now - window).items():
         by_listing[listing_id].insert(0, row)
     return by_listing
-
-
-def _latest_before_each(observed_at: dict[int, dt.datetime], now: dt.datetime) -> dict:
-    """Each listing's latest point before its observation (listing id -> when), as `_recent`
-    gives it: its latest point, one seek each — or, for the rare listing another process wrote
-    a point for since this observation was made, read again from `now` on."""
-    latest = _latest_before(list(observed_at), _END_OF_TIME)
-    past = {pk: [row] for pk, row in latest.items() if row[1] < observed_at[pk]}
-    again = [pk for pk, row in latest.items() if row[1] >= observed_at[pk]]
-    if again:
-        past.update(_recent(again, now, dt.timedelta(0)))
-    return past
 
 
 def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
