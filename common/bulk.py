@@ -16,6 +16,7 @@ def update_by_id(
     *,
     locked: bool = False,
     lowering: Collection[str] = (),
+    unless_later: str | None = None,
 ) -> int:
     """For each (id, values) of `rows`, `UPDATE <table> SET <fields> = <values> WHERE id = …`;
     each value is prepared by its field exactly as the ORM would save it. Cheaper than
@@ -26,6 +27,10 @@ def update_by_id(
     lower than the stored one or nothing is stored, and keeps the stored one otherwise (and
     where the value given is NULL) — decided in the statement, so a concurrent writer's
     lower value is never overwritten by one read before it.
+
+    `unless_later` names one of `fields` (a time): a row whose stored value of it is later
+    than the one given keeps every stored value — a state written from a newer observation
+    is not replaced by an older one saved after it. Decided in the statement too.
 
     SQLite: one executemany. PostgreSQL: the rows locked lowest id first (unless the caller
     says it holds their locks already, `locked`), then one `UPDATE … FROM unnest(<one array
@@ -39,6 +44,8 @@ def update_by_id(
     rows = sorted(rows, key=itemgetter(0))
     if any(len(values) != len(model_fields) for _, values in rows):
         raise ValueError(f"each row needs {len(model_fields)} values: {', '.join(fields)}")
+    if unless_later is not None and unless_later not in fields:
+        raise ValueError(f"unless_later must be one of the fields written: {unless_later}")
     if not rows:
         return 0
     ids = [pk for pk, _ in rows]
@@ -51,7 +58,14 @@ def update_by_id(
     table = connection.ops.quote_name(model._meta.db_table)
     pk = connection.ops.quote_name(model._meta.pk.column)
     if connection.vendor == "postgresql":
-        _update_unnest(model, model_fields, [*columns, ids], lock=not locked, lowering=lowering)
+        _update_unnest(
+            model,
+            model_fields,
+            [*columns, ids],
+            lock=not locked,
+            lowering=lowering,
+            unless_later=unless_later,
+        )
         return len(ids)
     quote = connection.ops.quote_name
     assignments = ", ".join(
@@ -67,11 +81,16 @@ def update_by_id(
         for field, column in zip(model_fields, columns, strict=True)
         for column in ((column, column) if field.name in lowering else (column,))
     ]
+    where, keys = f"{pk} = %s", [ids]
+    if unless_later is not None:
+        stamp = quote(model._meta.get_field(unless_later).column)
+        where += f" AND ({stamp} IS NULL OR {stamp} <= %s)"
+        keys.append(columns[list(fields).index(unless_later)])
     with connection.cursor() as cursor:
         # Only quoted identifiers are formatted in; every value is a parameter.
         cursor.executemany(
-            f"UPDATE {table} SET {assignments} WHERE {pk} = %s",  # noqa: S608
-            list(zip(*placed, ids, strict=True)),
+            f"UPDATE {table} SET {assignments} WHERE {where}",  # noqa: S608
+            list(zip(*placed, *keys, strict=True)),
         )
     return len(ids)
 
@@ -99,6 +118,7 @@ def _update_unnest(
     *,
     lock: bool,
     lowering: Collection[str],
+    unless_later: str | None,
 ) -> None:
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
@@ -115,6 +135,11 @@ def _update_unnest(
         for f, name in zip(model_fields, names, strict=False)
     )
     ids = columns[-1]
+    later = ""
+    if unless_later is not None:
+        position = [f.name for f in model_fields].index(unless_later)
+        stamp = quote(model_fields[position].column)
+        later = f" AND (t.{stamp} IS NULL OR t.{stamp} <= u.{names[position]})"
     with connection.cursor() as cursor:
         # The join below may visit the rows in any order: lock them in id order first, so
         # two overlapping updates cannot deadlock. Only quoted identifiers are formatted in.
@@ -125,6 +150,7 @@ def _update_unnest(
             )
         cursor.execute(
             f"UPDATE {table} AS t SET {assignments} "  # noqa: S608
-            f"FROM unnest({arrays}) AS u({', '.join(names)}) WHERE t.{pk} = u.{names[-1]}",
+            f"FROM unnest({arrays}) AS u({', '.join(names)}) WHERE t.{pk} = u.{names[-1]}"
+            f"{later}",
             columns,
         )

@@ -236,6 +236,36 @@ def test_update_by_id_lowers_a_lowering_field_and_never_raises_it():
 
 
 @pytest.mark.django_db
+def test_update_by_id_unless_later_keeps_a_row_whose_stored_time_is_later():
+    import datetime as dt
+
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    at = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
+    newer, older, equal, never = ListingFactory.create_batch(4, price=1000, last_polled_at=at)
+    Listing.objects.filter(pk=never.pk).update(last_polled_at=None)
+    rows = [
+        (newer.pk, (900, at - dt.timedelta(microseconds=1))),  # stored one is later: kept
+        (older.pk, (900, at + dt.timedelta(seconds=5))),
+        (equal.pk, (900, at)),
+        (never.pk, (900, at - dt.timedelta(days=1))),
+    ]
+
+    fields = ("price", "last_polled_at")
+    assert update_by_id(Listing, fields, rows, unless_later="last_polled_at") == 4
+
+    rows_now = Listing.objects.values_list("pk", *fields)
+    state = {pk: (price, polled) for pk, price, polled in rows_now}
+    assert state[newer.pk] == (1000, at), "an older state is not written over a later one"
+    assert state[older.pk] == (900, at + dt.timedelta(seconds=5))
+    assert state[equal.pk] == (900, at)
+    assert state[never.pk] == (900, at - dt.timedelta(days=1))
+    with pytest.raises(ValueError, match="unless_later"):
+        update_by_id(Listing, ("price",), [(newer.pk, (900,))], unless_later="last_polled_at")
+
+
+@pytest.mark.django_db
 def test_update_by_id_refuses_one_name_for_its_lowering_fields():
     from tests.factories import ListingFactory
     from watches.models import Listing

@@ -110,6 +110,45 @@ def test_a_value_older_than_the_bound_is_fetched_again_before_a_send(
     assert ages == [0, 0]
 
 
+def test_a_refetch_kept_after_a_later_poll_does_not_become_the_next_dispatchers_value(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """A dispatcher asks at NOW (¥900); before it keeps the answer, the price rises and a poll
+    five seconds later keeps ¥1,200. A second dispatcher 20 s after NOW reuses the listing's
+    state as its re-fetch: it must be the poll's ¥1,200 (above the line: dropped), not the
+    ¥900 kept last."""
+    from watches import services
+    from watches.models import Listing
+    from watches.polling import poll
+
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    listing = ListingFactory(price=900)
+    asked = services.fetch
+
+    def a_poll_keeps_a_later_answer_first(source, codes):
+        answers = asked(source, codes)
+        DemoProduct.objects.filter(item_code=listing.item_code).update(price=1200)
+        frozen.shift(dt.timedelta(seconds=5))
+        poll(codes=[listing.item_code])
+        return answers
+
+    monkeypatch.setattr(services, "fetch", a_poll_keeps_a_later_answer_first)
+    services.refetch([Listing.objects.get(pk=listing.pk)], NOW)
+    monkeypatch.setattr(services, "fetch", asked)
+    listing.refresh_from_db()
+    assert (listing.price, listing.last_polled_at) == (1200, NOW + dt.timedelta(seconds=5))
+
+    frozen.move_to(NOW + dt.timedelta(seconds=20))
+    row = enqueue_for(WatchFactory(listing=listing, target_price=950))
+    run_cycle()
+
+    assert recording_channel.delivered == []
+    assert (_reload(row.pk).status, _reload(row.pk).reason) == (
+        Status.DROPPED,
+        Reason.CONDITION_LOST,
+    )
+
+
 def test_a_value_within_the_bound_is_fetched_once_per_cycle(recording_channel, frozen, settings):
     settings.OUTBOX_BATCH_SIZE = 1
     listing = ListingFactory(price=900)

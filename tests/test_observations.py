@@ -290,6 +290,46 @@ def test_a_folding_refetch_judges_unchanged_on_the_history_as_it_is_when_kept(se
     ]
 
 
+@pytest.mark.parametrize("stats_age", [10, 120], ids=["folded", "computed"])
+@pytest.mark.parametrize("answered", ["observation", "error"])
+def test_an_answer_kept_after_a_later_one_leaves_the_later_state_and_adds_its_point(
+    settings, stats_age, answered
+):
+    """A re-fetch asks at NOW; a poll asks five seconds later and saves first (¥1,200). The
+    re-fetch's ¥900 — or its error — then saved must not become the listing's state: the next
+    dispatcher would take that older price as fresh. Its point still joins the history, in
+    its place."""
+    from watches.marketplaces.base import FetchError, FetchKind, Observation
+    from watches.observations import observe
+
+    settings.POLL_HISTORY_MIN_MINUTES = 180
+    listing = _refetched_listing(dt.timedelta(minutes=stats_age))
+    listing.refresh_from_db()
+    answer = (
+        Observation(item_code=REFETCHED, price=900, shipping=0, in_stock=True, observed_at=NOW)
+        if answered == "observation"
+        else FetchError(FetchKind.SERVER, "503")
+    )
+    batch = observe([(listing, answer)], NOW, judging=False)
+    later = NOW + dt.timedelta(seconds=5)
+    PricePoint.objects.create(
+        listing=listing, observed_at=later, price=1200, shipping=0, in_stock=True
+    )
+    Listing.objects.filter(pk=listing.pk).update(
+        price=1200, shipping=0, in_stock=True, last_polled_at=later, last_error=""
+    )
+
+    batch.save()
+
+    kept = Listing.objects.get(pk=listing.pk)
+    assert (kept.price, kept.last_polled_at, kept.last_error) == (1200, later, "")
+    points = _points(listing, NOW - dt.timedelta(minutes=1))
+    if answered == "observation":
+        assert points == [(NOW, 900, 0, True), (later, 1200, 0, True)]
+    else:
+        assert points == [(later, 1200, 0, True)]
+
+
 @pytest.mark.parametrize("answer", [1000, 1100], ids=["the later point's", "the earlier one's"])
 def test_of_two_points_at_one_moment_the_later_written_is_what_unchanged_compares_with(
     ichiba, settings, answer

@@ -113,6 +113,10 @@ class Observations:
             _lock_in_id_order([*self.observed, *self.failed, *self.described])
             points = [*self.points, *_still_worth_writing(self.unless_unchanged)]
             PricePoint.objects.bulk_create(points, batch_size=500)
+            # Every state below is written only over an older one (`unless_later`): a poll
+            # and a re-fetch that asked at nearly the same time may save in either order, and
+            # the later observation is the listing's state — an older one written over it
+            # would be served as fresh to the next dispatcher (`fresh_observations`).
             _update(computed, (*_OBSERVED, *_STATS))
             # A folded answer lowers the 90-day low as the statement finds it, not as it was
             # loaded: a poll or another dispatcher may have computed or folded newer
@@ -124,6 +128,7 @@ class Observations:
                 ((listing.id, [*observed(listing), self.folded[listing.id]]) for listing in folded),
                 locked=True,
                 lowering=("low_90",),
+                unless_later="last_polled_at",
             )
             _update(self.failed, _FAILED)
             _update(self.described, _DESCRIPTIVE)
@@ -188,6 +193,8 @@ def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
         fields,
         ((listing.id, values(listing)) for listing in listings),
         locked=True,  # by _lock_in_id_order, in the same transaction
+        # Last-seen state (observed or failed) only moves forward; descriptive fields fill.
+        unless_later="last_polled_at" if "last_polled_at" in fields else None,
     )
 
 
