@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from monitoring.counters import delivery_timer
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
@@ -30,6 +31,7 @@ DELIVERY_OUTCOME: dict[DeliveryKind, tuple[Status, Reason]] = {
     DeliveryKind.GONE: (Status.DROPPED, Reason.SUBSCRIPTION_GONE),
     DeliveryKind.REJECTED: (Status.FAILED, Reason.DELIVER_REJECTED),
     DeliveryKind.BOUNCED: (Status.DROPPED, Reason.RECIPIENT_REFUSED),
+    DeliveryKind.EXPIRED: (Status.RETRY, Reason.FRESH_VALUE_EXPIRED),
 }
 
 
@@ -37,11 +39,14 @@ DELIVERY_OUTCOME: dict[DeliveryKind, tuple[Status, Reason]] = {
 class Delivery:
     """What became of one message: delivered (with the facts the channel reported, kept in
     the sent event), or the error; `answered_at`, when the channel answered (None: never
-    asked), is the time `sent_at` and a retry's backoff count from."""
+    asked), is the time `sent_at` and a retry's backoff count from; `gated_at`, when the send
+    gate let it start or held it back (None: it never came up), what the value's age is
+    counted at."""
 
     facts: Mapping[str, Any] | None = None
     error: DeliveryError | None = None
     answered_at: dt.datetime | None = None
+    gated_at: dt.datetime | None = None
 
 
 # A message whose thread died before it finished counts as not delivered: retried.
@@ -59,16 +64,21 @@ _GATED = Delivery(
 
 
 def deliver_all(
-    items: list[tuple[Outbox, Message]], clock: Clock, lease: Lease | None = None
+    items: list[tuple[Outbox, Message]],
+    clock: Clock,
+    lease: Lease | None = None,
+    fresh_at: Mapping[int, dt.datetime] | None = None,
 ) -> list[tuple[Outbox, Delivery]]:
     """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
     At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
     (cheaper than a future per message, and a slow answer holds up only its own thread).
     The threads never touch the database; a delivery starts only while `lease` (renewed by
-    its own heartbeat) allows it."""
+    its own heartbeat) allows it, and while the value each of its rows tells — fetched at
+    `fresh_at[row id]` — is at most OUTBOX_REFETCH_MAX_AGE old."""
+    gate = _Gate(clock, lease, fresh_at or {})
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
-        return [(row, _gated(row, message, clock, lease)) for row, message in items]
+        return [(row, gate.deliver(row, message)) for row, message in items]
     results: list[Delivery] = [_UNFINISHED] * len(items)
     queue = iter(enumerate(items))
     lock = threading.Lock()
@@ -80,7 +90,7 @@ def deliver_all(
             if item is None:
                 return
             index, (row, message) = item
-            results[index] = _gated(row, message, clock, lease)
+            results[index] = gate.deliver(row, message)
 
     threads = [
         threading.Thread(target=work, name=f"outbox-deliver-{n}", daemon=True)
@@ -93,23 +103,49 @@ def deliver_all(
     return list(zip((row for row, _ in items), results, strict=True))
 
 
-def _gated(row: Outbox, message: Message, clock: Clock, lease: Lease | None) -> Delivery:
-    # A digest starts only while every row it tells may start: it is one message.
-    if lease is not None and not all(lease.may_start(pk) for pk in message.rows or (row.pk,)):
-        return _GATED
-    return deliver_one(row, message, clock)
+class _Gate:
+    """The send gate, asked right before each delivery (a digest is one message: it starts
+    only if every row it tells may). The value's age is checked here, not once before the
+    batch's deliveries: a slow delivery ahead of it, or slow re-fetches of other listings
+    before the first, can take longer than the bound."""
+
+    def __init__(self, clock: Clock, lease: Lease | None, fresh_at: Mapping[int, dt.datetime]):
+        # `clock` stamps the channels' answers (`sent_at`, a retry's backoff).
+        self.clock, self.lease, self.fresh_at = clock, lease, fresh_at
+        self.max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+
+    def deliver(self, row: Outbox, message: Message) -> Delivery:
+        rows = message.rows or (row.pk,)
+        if self.lease is not None and not all(self.lease.may_start(pk) for pk in rows):
+            return _GATED
+        # On the system clock, as the values were stamped (an adapter stamps its answers
+        # with it; `dispatch._answered_at`): a test's pinned cycle clock may lead it.
+        now = timezone.now()
+        told = [self.fresh_at[pk] for pk in rows if pk in self.fresh_at]
+        if told and now - min(told) > self.max_age:
+            age = (now - min(told)).total_seconds()
+            error = DeliveryError(
+                DeliveryKind.EXPIRED,
+                f"not started: the price it tells was {age:.1f} s old "
+                f"(OUTBOX_REFETCH_MAX_AGE {self.max_age.total_seconds():g} s)",
+            )
+            return Delivery(error=error, gated_at=now)
+        return deliver_one(row, message, self.clock, gated_at=now)
 
 
-def deliver_one(row: Outbox, message: Message, clock: Clock) -> Delivery:
+def deliver_one(
+    row: Outbox, message: Message, clock: Clock, gated_at: dt.datetime | None = None
+) -> Delivery:
     try:
         with delivery_timer(row.channel):
             facts = get_channel(row.channel).deliver(row, message)
     except DeliveryError as error:
-        return Delivery(error=error, answered_at=clock())
+        return Delivery(error=error, answered_at=clock(), gated_at=gated_at)
     except Exception as exc:  # a bug in a channel: retry until the cap, then failed
         log.exception("channel %s failed on row %s", row.channel, row.pk)
         return Delivery(
             error=DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}"),
             answered_at=clock(),
+            gated_at=gated_at,
         )
-    return Delivery(facts=facts, answered_at=clock())
+    return Delivery(facts=facts, answered_at=clock(), gated_at=gated_at)

@@ -208,19 +208,24 @@ def _decide_and_deliver(
     if to_send:
         # A beat right before the first delivery also records the intent of each.
         lease.beat(starting=[row.id for row, _ in to_send])
-        starting = cycle.clock()
-        for row, _ in to_send:
-            product_id = row.watch.product_id
-            fetched_at = offers[product_id][0] if product_id else fresh[row.watch.listing_id][0]
-            age = round((starting - fetched_at).total_seconds(), 3)
-            decisions[row.id].data["fresh_age_seconds"] = age
+        # When each row's value was fetched: the send gate holds back a delivery whose
+        # value has grown older than OUTBOX_REFETCH_MAX_AGE by the time it comes up.
+        fresh_at = {
+            row.id: offers[row.watch.product_id][0]
+            if row.watch.product_id
+            else fresh[row.watch.listing_id][0]
+            for row, _ in to_send
+        }
         # Several rows for one device and channel go out as one digest; each row still
         # gets its own outcome from what the channel said about the digest.
         sends = digests.plan(to_send)
-        delivered = deliver_all(sends, cycle.clock, lease)
+        delivered = deliver_all(sends, cycle.clock, lease, fresh_at)
         for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
             for row_id in message.rows or (row.id,):
                 decisions[row_id].digest = digests.membership(message, row_id)
+                if delivery.gated_at is not None:
+                    age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
+                    decisions[row_id].data["fresh_age_seconds"] = round(age, 3)
                 apply_delivery(decisions[row_id], delivery)
     return decisions, held
 

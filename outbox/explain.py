@@ -74,6 +74,10 @@ FAILED_BECAUSE: dict[str, Promise] = {
         "Your browser's push service refused the message. That was our mistake, not yours."
     ),
     Reason.LEASE_EXPIRED: _("Sending got stuck on our side, even after several tries."),
+    Reason.FRESH_VALUE_EXPIRED: _(
+        "We could not send it while the price we had just checked was still current, even "
+        "after several tries."
+    ),
 }
 
 # Retry: still on the way, with the hold-up in words.
@@ -90,6 +94,9 @@ RETRYING_BECAUSE: dict[str, Promise] = {
     Reason.DELIVER_NETWORK: _("The push service could not be reached; we will try again shortly."),
     Reason.DELIVER_SERVER: _("The push service had an error; we will try again shortly."),
     Reason.LEASE_EXPIRED: _("Sending was interrupted on our side; we will try again shortly."),
+    Reason.FRESH_VALUE_EXPIRED: _(
+        "The price we checked grew too old before it could be sent; we will check it again shortly."
+    ),
     Reason.QUIET_HOURS: _("Held until %(time)s (quiet hours)."),
 }
 

@@ -56,6 +56,9 @@ class Reason(models.TextChoices):
     DELIVER_NETWORK = "deliver_network", _("Push service unreachable")
     DELIVER_SERVER = "deliver_server", _("Push service error")
     LEASE_EXPIRED = "lease_expired", _("Dispatcher lease expired")
+    # not started: the re-fetched value it tells was older than OUTBOX_REFETCH_MAX_AGE when
+    # its delivery came up (slow re-fetches or deliveries ahead of it in the batch)
+    FRESH_VALUE_EXPIRED = "fresh_value_expired", _("Fresh price too old to send")
     # retry, not counted as one: held until the device's quiet hours end
     QUIET_HOURS = "quiet_hours", _("Held for quiet hours")
     # failed at once: the push service refused the request itself (our bug, not transient)

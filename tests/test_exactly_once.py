@@ -110,6 +110,71 @@ def test_a_value_older_than_the_bound_is_fetched_again_before_a_send(
     assert ages == [0, 0]
 
 
+def test_a_later_delivery_of_a_batch_is_held_back_once_its_value_is_older_than_the_bound(
+    recording_channel, frozen, settings
+):
+    """Two rows on one listing in one batch, one delivery at a time; the first takes 31 s and
+    the price rises meanwhile. The second is not sent from the value fetched 31 s before: it
+    is retried (`fresh_value_expired`), and its next attempt asks again and drops it."""
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    settings.OUTBOX_DELIVERY_WORKERS = 1
+    listing = ListingFactory(price=900)
+    first = enqueue_for(WatchFactory(listing=listing, target_price=950))
+    second = enqueue_for(WatchFactory(listing=listing, target_price=950))
+    assert first.device_id != second.device_id, "two messages, not one digest"
+
+    def slow_and_the_price_moves():
+        frozen.shift(dt.timedelta(seconds=31))
+        DemoProduct.objects.filter(item_code=listing.item_code).update(price=1200)
+
+    recording_channel.during = slow_and_the_price_moves
+    run_cycle()
+
+    assert {row_id: m.price for row_id, m in recording_channel.delivered} == {first.pk: 900}
+    held = _reload(second.pk)
+    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
+    event = held.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
+    assert event.data["fresh_age_seconds"] == 31.0
+    assert "31.0 s old" in event.detail
+
+    recording_channel.during = None
+    frozen.move_to(held.next_attempt_at)
+    run_cycle()
+    assert len(recording_channel.delivered) == 1
+    assert (_reload(second.pk).status, _reload(second.pk).reason) == (
+        Status.DROPPED,
+        Reason.CONDITION_LOST,
+    )
+
+
+def test_a_reused_observation_aged_past_the_bound_by_slow_refetches_is_not_sent(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """Row A's listing was polled 25 s before the cycle (reused, no request); row B's must be
+    asked, and that takes 10 s. By then A's value is 35 s old: A is held back, not sent."""
+    from watches import services
+
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    reused = ListingFactory(price=900, last_polled_at=NOW - dt.timedelta(seconds=25))
+    asked = ListingFactory(price=900)
+    row_a = enqueue_for(WatchFactory(listing=reused, target_price=950))
+    row_b = enqueue_for(WatchFactory(listing=asked, target_price=950))
+    DemoProduct.objects.filter(item_code=reused.item_code).update(price=1200)
+    fetch = services.fetch
+
+    def slow_fetch(source, codes):
+        frozen.shift(dt.timedelta(seconds=10))
+        return fetch(source, codes)
+
+    monkeypatch.setattr(services, "fetch", slow_fetch)
+    run_cycle()
+
+    assert {row_id: m.price for row_id, m in recording_channel.delivered} == {row_b.pk: 900}
+    held = _reload(row_a.pk)
+    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
+    assert held.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data["fresh_age_seconds"] == 35.0
+
+
 def test_a_refetch_kept_after_a_later_poll_does_not_become_the_next_dispatchers_value(
     recording_channel, frozen, settings, monkeypatch
 ):

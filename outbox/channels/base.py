@@ -20,6 +20,9 @@ class DeliveryKind(StrEnum):
     GONE = "gone"  # the subscription no longer exists: drop, deactivate it
     REJECTED = "rejected"  # the service refused our request (400/401/403/413): fail
     BOUNCED = "bounced"  # the mail server refused the recipient (5xx): drop, count the bounce
+    # Never a channel's: the dispatcher's send gate did not start a delivery whose value had
+    # grown older than OUTBOX_REFETCH_MAX_AGE (retry: the next attempt re-fetches).
+    EXPIRED = "expired"
 
 
 class DeliveryError(Exception):
