@@ -259,16 +259,22 @@ def test_a_folding_refetch_compares_with_the_point_before_its_answer_not_a_later
     ], "unchanged since the point 10 minutes before: no new point"
 
 
-def test_a_folding_refetch_judges_unchanged_on_the_history_as_it_is_when_kept(settings):
-    """A poll may keep a point stamped before this answer after the answer was made and
-    before it is kept: "unchanged" compares with that point (¥1,100), not with the one the
-    history ended with when the answer came (¥1,000) — the answer's ¥1,000 is a change."""
+@pytest.mark.parametrize(
+    ("stats_age", "judging"),
+    [(10, False), (120, False), (120, True)],
+    ids=["a folding re-fetch", "a computing re-fetch", "a poll"],
+)
+def test_an_answer_judges_unchanged_on_the_history_as_it_is_when_kept(settings, stats_age, judging):
+    """Another process may keep a point stamped before this answer after the answer was made
+    (and its history read) and before it is kept: "unchanged" compares with that point
+    (¥1,100), not with the one the history ended with when the answer came (¥1,000) — the
+    answer's ¥1,000 is a change. Whether the re-fetch folds or computes, or a poll asked."""
     from watches.marketplaces.base import Observation
     from watches.observations import observe
 
     settings.POLL_HISTORY_MIN_MINUTES = 180
-    listing = _refetched_listing(dt.timedelta(minutes=10))
-    listing.refresh_from_db()  # as the dispatcher loads it: statistics 10 minutes old
+    listing = _refetched_listing(dt.timedelta(minutes=stats_age))
+    listing.refresh_from_db()  # as the dispatcher loads it
     earlier = NOW - dt.timedelta(minutes=10)
     PricePoint.objects.create(
         listing=listing, observed_at=earlier, price=1000, shipping=0, in_stock=True
@@ -276,8 +282,8 @@ def test_a_folding_refetch_judges_unchanged_on_the_history_as_it_is_when_kept(se
     answer = Observation(
         item_code=REFETCHED, price=1000, shipping=0, in_stock=True, observed_at=NOW
     )
-    batch = observe([(listing, answer)], NOW, judging=False)
-    assert listing.pk in batch.folded, "folded: nothing of the history read"
+    batch = observe([(listing, answer)], NOW, judging=judging)
+    assert (listing.pk in batch.folded) == (stats_age < 60)
     polled = NOW - dt.timedelta(minutes=1)
     PricePoint.objects.create(
         listing=listing, observed_at=polled, price=1100, shipping=0, in_stock=True

@@ -89,6 +89,7 @@ class Observations:
     """A batch of answers applied to its listings in memory, ready to be saved."""
 
     seen: list[Seen] = field(default_factory=list)
+    # The points `save` wrote (empty until then).
     points: list[PricePoint] = field(default_factory=list)
     observed: list[Listing] = field(default_factory=list)
     failed: list[Listing] = field(default_factory=list)
@@ -97,9 +98,10 @@ class Observations:
     # effective price (None when out of stock or without one), which `save` lowers the
     # stored 90-day low to.
     folded: dict[int, int | None] = field(default_factory=dict)
-    # The folded answers, each written as a point unless its listing's latest point before
+    # Every observation, each written as a point unless its listing's latest point before
     # it says the same and is younger than POLL_HISTORY_MIN_MINUTES: decided in `save`, on
-    # the history as it is under the listings' locks (`_still_worth_writing`).
+    # the history as it is under the listings' locks (`_still_worth_writing`) — a point
+    # another process kept after `observe` read the history is what it compares with.
     unless_unchanged: list[tuple[Listing, Observation]] = field(default_factory=list)
 
     def save(self) -> None:
@@ -111,8 +113,8 @@ class Observations:
         computed = [listing for listing in self.observed if listing.id not in self.folded]
         with transaction.atomic():
             _lock_in_id_order([*self.observed, *self.failed, *self.described])
-            points = [*self.points, *_still_worth_writing(self.unless_unchanged)]
-            PricePoint.objects.bulk_create(points, batch_size=500)
+            self.points = _still_worth_writing(self.unless_unchanged)
+            PricePoint.objects.bulk_create(self.points, batch_size=500)
             # Every state below is written only over an older one (`unless_later`): a poll
             # and a re-fetch that asked at nearly the same time may save in either order, and
             # the later observation is the listing's state — an older one written over it
@@ -140,7 +142,7 @@ class Observations:
 
 
 def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[PricePoint]:
-    """The points of those folded (listing, answer) pairs that `_worth_writing` keeps, judged
+    """The points of those (listing, answer) pairs that `_worth_writing` keeps, judged
     against each listing's latest point before its answer as the history is now: called with
     the listings' locks held (`_lock_in_id_order`; on SQLite, the write lock), so a point
     another process kept after the answer came, even one stamped before it, is what
@@ -294,11 +296,14 @@ def observe(
 
     - a listing whose statistics were computed from its history within `STATS_KEPT` (by the
       poll that detected the crossing, as a rule) has its observation folded into them and
-      nothing of its history read here: whether its point is worth writing is decided as it
-      is saved (`Observations.unless_unchanged`);
+      nothing of its history read here;
     - any other listing has them computed from the last 30 days (and the point before them)
       for the typical price and one MIN per listing in the database for the older part of the
-      90-day low — reading the history was most of a re-fetch's cost."""
+      90-day low — reading the history was most of a re-fetch's cost.
+
+    Whether an observation's point is worth writing is decided as the batch is saved, for
+    every caller (`Observations.unless_unchanged`): the history read here may miss a point
+    another process keeps before then."""
     answers = list(answers)
     ids = [listing.id for listing, _ in answers]
     folding: set[int] = set()
@@ -315,8 +320,6 @@ def observe(
         past = _recent(computing, now, TYPICAL_WINDOW)
         older_lows = _lows_before(computing, now - LOW_WINDOW, now - TYPICAL_WINDOW)
     batch = Observations()
-    # Read once: a setting costs more per access than the rest of the rule per listing.
-    quiet = dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
     for listing, result in answers:
         observation = as_observation(listing, result, now)
         if observation is None:
@@ -327,14 +330,10 @@ def observe(
             continue
         at = observation.observed_at
         folded = listing.id in folding
-        if folded:
-            # Nothing of the history was read: `save` compares with its latest point.
-            batch.unless_unchanged.append((listing, observation))
-        else:
+        batch.unless_unchanged.append((listing, observation))
+        if not folded:
             # Only what came before this observation (another process may have written since).
             before = [p for p in past.get(listing.id, ()) if p[1] < at]
-            if _worth_writing(observation, before, quiet):
-                batch.points.append(PricePoint.from_observation(listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
         # The pages sort and chart by these: kept current with every observation.
