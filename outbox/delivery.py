@@ -66,8 +66,8 @@ _GATED = Delivery(
 def deliver_all(
     items: list[tuple[Outbox, Message]],
     clock: Clock,
-    lease: Lease | None = None,
-    fresh_at: Mapping[int, dt.datetime] | None = None,
+    lease: Lease | None,
+    fresh_at: Mapping[int, dt.datetime],
 ) -> list[tuple[Outbox, Delivery]]:
     """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
     At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
@@ -75,7 +75,7 @@ def deliver_all(
     The threads never touch the database; a delivery starts only while `lease` (renewed by
     its own heartbeat) allows it, and while the value each of its rows tells — fetched at
     `fresh_at[row id]` — is at most OUTBOX_REFETCH_MAX_AGE old."""
-    gate = _Gate(clock, lease, fresh_at or {})
+    gate = _Gate(clock, lease, fresh_at)
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
         return [(row, gate.deliver(row, message)) for row, message in items]
@@ -121,12 +121,11 @@ class _Gate:
         # On the system clock, as the values were stamped (an adapter stamps its answers
         # with it; `dispatch._answered_at`): a test's pinned cycle clock may lead it.
         now = timezone.now()
-        told = [self.fresh_at[pk] for pk in rows if pk in self.fresh_at]
-        if told and now - min(told) > self.max_age:
-            age = (now - min(told)).total_seconds()
+        oldest = now - min(self.fresh_at[pk] for pk in rows)
+        if oldest > self.max_age:
             error = DeliveryError(
                 DeliveryKind.EXPIRED,
-                f"not started: the price it tells was {age:.1f} s old "
+                f"not started: the price it tells was {oldest.total_seconds():.1f} s old "
                 f"(OUTBOX_REFETCH_MAX_AGE {self.max_age.total_seconds():g} s)",
             )
             return Delivery(error=error, gated_at=now)

@@ -119,7 +119,7 @@ class Observations:
             # and a re-fetch that asked at nearly the same time may save in either order, and
             # the later observation is the listing's state — an older one written over it
             # would be served as fresh to the next dispatcher (`fresh_observations`).
-            _update(computed, (*_OBSERVED, *_STATS))
+            _update(computed, (*_OBSERVED, *_STATS), unless_later="last_polled_at")
             # A folded answer lowers the 90-day low as the statement finds it, not as it was
             # loaded: a poll or another dispatcher may have computed or folded newer
             # statistics since (a lower low above all), and those stay; the typical price
@@ -132,7 +132,7 @@ class Observations:
                 lowering=("low_90",),
                 unless_later="last_polled_at",
             )
-            _update(self.failed, _FAILED)
+            _update(self.failed, _FAILED, unless_later="last_polled_at")
             _update(self.described, _DESCRIPTIVE)
             changed = [listing.id for listing in (*self.observed, *self.described)]
             if changed:
@@ -188,15 +188,16 @@ def _values_of(fields: tuple[str, ...]) -> Callable[[Listing], tuple]:
     return lambda listing: (getattr(listing, fields[0]),)
 
 
-def _update(listings: list[Listing], fields: tuple[str, ...]) -> None:
+def _update(
+    listings: list[Listing], fields: tuple[str, ...], unless_later: str | None = None
+) -> None:
     values = _values_of(fields)
     update_by_id(
         Listing,
         fields,
         ((listing.id, values(listing)) for listing in listings),
         locked=True,  # by _lock_in_id_order, in the same transaction
-        # Last-seen state (observed or failed) only moves forward; descriptive fields fill.
-        unless_later="last_polled_at" if "last_polled_at" in fields else None,
+        unless_later=unless_later,
     )
 
 
@@ -331,9 +332,6 @@ def observe(
         at = observation.observed_at
         folded = listing.id in folding
         batch.unless_unchanged.append((listing, observation))
-        if not folded:
-            # Only what came before this observation (another process may have written since).
-            before = [p for p in past.get(listing.id, ()) if p[1] < at]
         if _remember(listing, observation):
             batch.described.append(listing)
         # The pages sort and chart by these: kept current with every observation.
@@ -341,6 +339,8 @@ def observe(
             batch.folded[listing.id] = _fold(listing, observation)
             points: list[Point] = []  # folded: no statistics from the history, no judging
         else:
+            # Only what came before this observation (another process may have written since).
+            before = [p for p in past.get(listing.id, ()) if p[1] < at]
             points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
             fresh = Point(at, observation.effective_price, observation.in_stock)
             listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
