@@ -16,7 +16,8 @@ def reset_due(due) -> None:
             [due],
         )
         cursor.execute(
-            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
+            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL, "
+            "last_notified_detected_at = NULL"
         )
 
 

@@ -190,7 +190,8 @@ def reset(world: World, built: int) -> None:
             [world.device_id, now - dt.timedelta(seconds=1), FAR],
         )
         cursor.execute(
-            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL"
+            "UPDATE watches_watch SET last_notified_price = NULL, last_notified_at = NULL, "
+            "last_notified_detected_at = NULL"
         )
     as_the_poll_left_them(now, built, moved=f"bench-{MOVED}-")
     settle()
@@ -285,9 +286,10 @@ def floor(world: World) -> None:
             )
             _events(cursor, won, "sent", "delivered", data, "", now)
             cursor.execute(
-                "UPDATE watches_watch SET last_notified_price = 900, last_notified_at = %s "
+                "UPDATE watches_watch SET last_notified_price = 900, last_notified_at = %s, "
+                "last_notified_detected_at = %s "
                 f"WHERE id IN (SELECT watch_id FROM outbox_outbox WHERE id IN ({marks}))",
-                [now, *won],
+                [now, now, *won],
             )
             sent += len(won)
     with connection.cursor() as cursor:

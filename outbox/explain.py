@@ -18,6 +18,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from outbox.digests import recorded
+from outbox.holds import device_zone
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from watches.models import Channel, Device, effective_price
 
@@ -152,9 +153,9 @@ def explain(reason: str, status: str, channel: str = "") -> str:
     return str(table.get(reason, _UNKNOWN))
 
 
-def entries(rows: list[Outbox]) -> list[Entry]:
-    """The page's entries for `rows`; one query more for the re-checked prices of the
-    held-back ones."""
+def entries(rows: list[Outbox], device: Device | None = None) -> list[Entry]:
+    """The page's entries for `rows` (all `device`'s); one query more for the re-checked
+    prices of the held-back ones."""
     dropped = [row.pk for row in rows if row.status == Status.DROPPED]
     checked: dict[int, int | None] = {}
     if dropped:
@@ -163,10 +164,12 @@ def entries(rows: list[Outbox]) -> list[Entry]:
         ).values_list("outbox_id", "data")
         for row_id, data in events:
             checked[row_id] = _fresh_price(data)
-    return [entry(row, checked.get(row.pk)) for row in rows]
+    zone = device_zone(device) if device is not None else None
+    return [entry(row, checked.get(row.pk), zone) for row in rows]
 
 
-def entry(row: Outbox, checked_price: int | None = None) -> Entry:
+def entry(row: Outbox, checked_price: int | None = None, zone: dt.tzinfo | None = None) -> Entry:
+    """`zone`: the device's own, in which its quiet hours were set (default: the site's)."""
     status = row.status
     if status in (Status.DROPPED, Status.FAILED) and row.maybe_delivered:
         # Never "withheld" when the phone may have shown it.
@@ -201,7 +204,8 @@ def entry(row: Outbox, checked_price: int | None = None) -> Entry:
     # pending, sending, retry: on the way
     words = explain(row.reason, status, row.channel)
     if row.reason == Reason.QUIET_HOURS and status == Status.RETRY:
-        words = words % {"time": timezone.localtime(row.next_attempt_at).strftime("%H:%M")}
+        # The end of the window the person set, in the zone they set it in.
+        words = words % {"time": timezone.localtime(row.next_attempt_at, zone).strftime("%H:%M")}
     return Entry(row, ON_THE_WAY, words, None, "", row.detected_at)
 
 

@@ -31,10 +31,7 @@ def quiet_until(device: Device, now: dt.datetime) -> dt.datetime | None:
     start, end = device.quiet_start, device.quiet_end
     if start is None or end is None or start == end:
         return None
-    try:
-        zone = zoneinfo.ZoneInfo(device.time_zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        zone = zoneinfo.ZoneInfo("Asia/Tokyo")
+    zone = device_zone(device)
     local = now.astimezone(zone)
     t = local.time().replace(tzinfo=None)
     if start < end:
@@ -44,7 +41,22 @@ def quiet_until(device: Device, now: dt.datetime) -> dt.datetime | None:
     if not inside:
         return None
     day = local.date() + dt.timedelta(days=1 if ends_tomorrow else 0)
-    return dt.datetime.combine(day, end, tzinfo=zone).astimezone(dt.UTC)
+    ending = dt.datetime.combine(day, end, tzinfo=zone)
+    first = ending.astimezone(dt.UTC)
+    if first > now:
+        return first
+    # The night the clocks go back, the end's local time comes twice and `now` is past the
+    # first: the window ends at the second (else the row is due at once, claimed and held
+    # again every cycle until then).
+    return ending.replace(fold=1).astimezone(dt.UTC)
+
+
+def device_zone(device: Device) -> zoneinfo.ZoneInfo:
+    """The zone `device`'s quiet hours are set in (Tokyo for one the system no longer knows)."""
+    try:
+        return zoneinfo.ZoneInfo(device.time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return zoneinfo.ZoneInfo("Asia/Tokyo")
 
 
 def hold_quiet_rows(

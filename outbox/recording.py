@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from decimal import Decimal
 
 from django.db import transaction
 
@@ -68,12 +69,18 @@ def record(
                 len(outcomes) - len(won),
                 holder,
             )
-        sent = {row_id: decisions[row_id] for row_id in won if outcomes[row_id].to == Status.SENT}
         # The baseline moves when the delivery is recorded (one write for the batch); the
-        # row's own `sent_at` is when the channel answered.
-        services.advance_baselines(
-            {by_row[row_id].watch_id: decision.value for row_id, decision in sent.items()}, now
-        )
+        # row's own `sent_at` is when the channel answered. Of a watch's rows sent in one
+        # batch (its channels), the latest detection's is the baseline.
+        baselines: dict[int, tuple[Decimal | None, dt.datetime]] = {}
+        for row_id in won:
+            if outcomes[row_id].to != Status.SENT:
+                continue
+            row = by_row[row_id]
+            told = baselines.get(row.watch_id)
+            if told is None or row.detected_at > told[1]:
+                baselines[row.watch_id] = (decisions[row_id].value, row.detected_at)
+        services.advance_baselines(baselines, now)
         services.deactivate_gone_subscriptions(
             (by_row[row_id].device_id, by_row[row_id].device.push_endpoint)
             for row_id in won

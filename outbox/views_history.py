@@ -30,7 +30,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
             "nav": "history",
             "device": device,
             "page": page,
-            "entries": explain.entries(list(page)),
+            "entries": explain.entries(list(page), device),
             # What a device that could not be reached would have been told (first page only).
             "missed": missed_for(device) if page.number == 1 else [],
             "push_active": push_active(device),

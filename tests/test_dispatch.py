@@ -257,7 +257,8 @@ def test_already_notified_when_a_later_delivery_moved_the_baseline(recording_cha
     watch = _watch(target=950)
     row = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1), price=900)
     watch.last_notified_price = Decimal("900")
-    watch.last_notified_at = NOW - dt.timedelta(minutes=10)
+    # Told ten minutes ago of a detection made after this row's.
+    watch.last_notified_at = watch.last_notified_detected_at = NOW - dt.timedelta(minutes=10)
     watch.save()
     _set_demo(watch, price=900)
 

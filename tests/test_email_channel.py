@@ -7,6 +7,7 @@ import datetime as dt
 import re
 
 import pytest
+import time_machine
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
@@ -284,3 +285,99 @@ def test_staff_find_email_rows_by_the_channel_filter(admin_client):
     assert listed(admin_client, "?channel__exact=email") == [row.pk]
     page = admin_client.get(f"/admin/outbox/outbox/{row.pk}/change/").content.decode()
     assert "E-mail" in page
+
+
+# --- found in review (stop 28) -------------------------------------------------------------
+
+_DETECTED = {"value": "1000", "line": "1200", "price": 1000}
+
+
+def _email_row(device: Device, **listing) -> Outbox:
+    watch = WatchFactory(
+        device=device, listing=ListingFactory(price=1000, **listing), target_price=1200
+    )
+    detection = Detection(
+        watch.pk, device.pk, Channel.EMAIL, watch.trigger, timezone.now(), _DETECTED
+    )
+    assert enqueue_many([detection]) == 1
+    return Outbox.objects.get(watch=watch)
+
+
+def test_a_device_told_by_both_still_gets_the_mail_after_a_transient_smtp_failure(
+    smtp_server, recording_channel
+):
+    device = EmailDeviceFactory(notify_via=NotifyVia.BOTH, channel=Channel.CONSOLE)
+    watch = WatchFactory(device=device, listing=ListingFactory(price=1000), target_price=1200)
+    start = timezone.now()
+    assert enqueue_many(detections_for(watch, start, _DETECTED)) == 2
+    console = Outbox.objects.get(watch=watch, channel=Channel.CONSOLE)
+    email = Outbox.objects.get(watch=watch, channel=Channel.EMAIL)
+    smtp_server.refuse(device.email, 451)  # greylisting: "try again later"
+    run_cycle()
+    console.refresh_from_db()
+    email.refresh_from_db()
+    assert console.status == Status.SENT
+    assert (email.status, email.reason) == (Status.RETRY, Reason.DELIVER_SERVER)
+
+    smtp_server.refused.clear()
+    # The price has not moved: the mail goes out after its backoff, not `already_notified`.
+    with time_machine.travel(start + dt.timedelta(minutes=5), tick=False):
+        run_cycle()
+    email.refresh_from_db()
+    assert (email.status, email.reason) == (Status.SENT, Reason.DELIVERED)
+    assert len(smtp_server.messages()) == 1
+
+
+def test_a_device_told_by_both_gets_both_when_its_rows_fall_in_separate_batches(
+    smtp_server, recording_channel, settings
+):
+    settings.OUTBOX_BATCH_SIZE = 1
+    device = EmailDeviceFactory(notify_via=NotifyVia.BOTH, channel=Channel.CONSOLE)
+    watch = WatchFactory(device=device, listing=ListingFactory(price=1000), target_price=1200)
+    assert enqueue_many(detections_for(watch, timezone.now(), _DETECTED)) == 2
+
+    run_cycle()
+
+    rows = dict(Outbox.objects.filter(watch=watch).values_list("channel", "status"))
+    assert rows == {Channel.CONSOLE: Status.SENT, Channel.EMAIL: Status.SENT}
+    assert len(smtp_server.messages()) == 1
+    watch.refresh_from_db()
+    # Both rows are one detection's: the baseline names it.
+    (detected_at,) = {row.detected_at for row in Outbox.objects.filter(watch=watch)}
+    assert watch.last_notified_detected_at == detected_at
+
+
+def test_an_email_for_an_item_whose_name_has_a_line_break_is_delivered(smtp_server):
+    row = _email_row(EmailDeviceFactory(), name="トイレットペーパー 12ロール\n送料無料")
+    run_cycle()
+    row.refresh_from_db()
+    assert row.status == Status.SENT, (row.status, row.reason, row.detail)
+    (mail,) = smtp_server.messages()
+    assert "トイレットペーパー 12ロール 送料無料" in mail["Subject"]
+
+
+def test_a_garbled_smtp_greeting_is_retried_not_failed_at_once(settings):
+    # A server (or a middlebox before it) answering with a line that is no SMTP reply:
+    # smtplib raises SMTPConnectError(-1, …) — the way to the server, not a 5xx on our mail.
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", listener.getsockname()[1]
+    row = _email_row(EmailDeviceFactory())
+    run_cycle()
+    thread.join(5)
+    listener.close()
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK), row.detail

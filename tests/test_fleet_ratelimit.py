@@ -76,6 +76,17 @@ def test_slots_fall_mid_second_on_the_fleets_clock(client):
     assert clock.now == pytest.approx(101.5)
 
 
+def test_an_idle_budget_asked_just_after_a_slot_gives_the_slot_it_takes(client):
+    clock = FakeClock()
+    clock.now = (
+        60_000.5000008  # 0.8 µs after the slot at 60,000.5 (1/s): within the grid's tolerance
+    )
+    limiter = _limiter(client, clock, rate=1.0)
+    assert limiter.acquire() == 0.0  # that slot, now: not a refusal (None)
+    assert limiter.used(1000) == 1
+    assert limiter.acquire() == pytest.approx(1.0, abs=1e-5)  # the next slot, a second on
+
+
 def test_requests_late_on_their_way_never_arrive_two_in_one_second(client):
     """The marketplace counts arrivals per second. Three processes share one id at 1/s; each
     request wakes up to 0.3 s after its slot and then takes up to 0.25 s to arrive, at random:

@@ -138,6 +138,21 @@ def test_the_history_page_says_held_until_the_windows_end(client, recording_chan
     assert "Held until 07:00 (quiet hours)." in page
 
 
+def test_the_history_page_gives_the_windows_end_in_the_devices_own_zone(client, recording_channel):
+    london = zoneinfo.ZoneInfo("Europe/London")
+    with time_machine.travel(dt.datetime(2026, 12, 1, 22, 30, tzinfo=london), tick=False):
+        device, _ = device_with_cookie(
+            client, channel=Channel.CONSOLE, time_zone="Europe/London", **OVERNIGHT
+        )
+        _, row = due_row(device)
+        run_cycle()
+        row.refresh_from_db()
+        assert row.next_attempt_at == dt.datetime(2026, 12, 2, 7, 0, tzinfo=london)
+        page = client.get("/notifications/").content.decode()
+    # The person set 22:00–07:00 in London: not 16:00, the site's (Tokyo) time of that end.
+    assert "Held until 07:00 (quiet hours)." in page
+
+
 def test_quiet_hours_are_saved_from_settings(client):
     device, _ = device_with_cookie(client)
     response = client.post(
@@ -190,3 +205,15 @@ def test_staff_find_held_rows_by_the_quiet_hours_reason_filter(admin_client, rec
         run_cycle()
         assert listed(admin_client, "?reason__exact=quiet_hours") == [held.pk]
         assert listed(admin_client, "?queue=waiting") == [held.pk]
+
+
+def test_the_end_of_a_quiet_window_is_never_before_now_on_a_fall_back_night():
+    device = Device(
+        time_zone="America/New_York", quiet_start=dt.time(22, 0), quiet_end=dt.time(1, 30)
+    )
+    # 2026-11-01 01:15 EST, the second 01:15 of the night: quiet until the second 01:30.
+    now = dt.datetime(2026, 11, 1, 6, 15, tzinfo=dt.UTC)
+    assert quiet_until(device, now) == dt.datetime(2026, 11, 1, 6, 30, tzinfo=dt.UTC)
+    # The first 01:15 (EDT) ends at the first 01:30, as any other night.
+    first = dt.datetime(2026, 11, 1, 5, 15, tzinfo=dt.UTC)
+    assert quiet_until(device, first) == dt.datetime(2026, 11, 1, 5, 30, tzinfo=dt.UTC)

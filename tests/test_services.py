@@ -58,13 +58,30 @@ def test_refetch_of_nothing_asks_nothing():
 
 def test_advance_baselines_moves_only_the_watches_given():
     told, other = WatchFactory(), WatchFactory()
+    detected = NOW - dt.timedelta(minutes=3)
 
-    assert services.advance_baselines({told.pk: Decimal("75.00")}, NOW) == 1
+    assert services.advance_baselines({told.pk: (Decimal("75.00"), detected)}, NOW) == 1
 
     told.refresh_from_db()
     other.refresh_from_db()
     assert (told.last_notified_price, told.last_notified_at) == (Decimal("75.00"), NOW)
+    assert told.last_notified_detected_at == detected
     assert (other.last_notified_price, other.last_notified_at) == (None, None)
+
+
+def test_advance_baselines_keeps_a_later_detections_baseline_recorded_first():
+    watch = WatchFactory()
+    later, earlier = NOW - dt.timedelta(hours=1), NOW - dt.timedelta(days=1)
+    services.advance_baselines({watch.pk: (Decimal("70.00"), later)}, NOW)
+
+    # An earlier detection's delivery (another channel, another dispatcher) recorded after.
+    services.advance_baselines(
+        {watch.pk: (Decimal("80.00"), earlier)}, NOW + dt.timedelta(seconds=5)
+    )
+
+    watch.refresh_from_db()
+    assert (watch.last_notified_price, watch.last_notified_at) == (Decimal("70.00"), NOW)
+    assert watch.last_notified_detected_at == later
 
 
 def test_a_gone_subscription_is_deactivated_by_device_and_endpoint():

@@ -274,8 +274,13 @@ def test_back_in_stock_after_delivery_needs_a_new_stock_out():
 # --- re-arming (price triggers) -----------------------------------------------------------
 
 
-def _told(at: dt.datetime, value: int | str) -> dict:
-    return {"last_notified_at": at, "last_notified_price": Decimal(value)}
+def _told(at: dt.datetime, value: int | str, detected: dt.datetime | None = None) -> dict:
+    """A delivery at `at` of `value`, for a detection made at `detected` (default: `at`)."""
+    return {
+        "last_notified_at": at,
+        "last_notified_price": Decimal(value),
+        "last_notified_detected_at": detected or at,
+    }
 
 
 def test_after_delivery_the_same_price_does_not_fire_again():
@@ -399,6 +404,12 @@ def test_recheck_drops_already_notified_when_a_later_delivery_moved_the_baseline
 def test_recheck_still_sends_a_further_drop_after_a_later_delivery():
     w = watch(target_price=900, **_told(DETECTED + dt.timedelta(minutes=1), 850))
     assert recheck(w, None, obs(849), {"line": "900"}, DETECTED).holds
+
+
+def test_recheck_sends_a_row_whose_own_detection_was_told_on_the_other_channel():
+    # Push went out a minute after the detection; this is the same detection's e-mail row.
+    w = watch(target_price=900, **_told(DETECTED + dt.timedelta(minutes=1), 850, DETECTED))
+    assert recheck(w, None, obs(850), {"line": "900"}, DETECTED).holds
 
 
 def test_recheck_ignores_a_delivery_older_than_the_detection():

@@ -429,6 +429,12 @@ class Watch(models.Model):
     last_notified_at = models.DateTimeField(
         verbose_name=_("last notified at"), null=True, blank=True
     )
+    # When the detection behind that notification was made. A row of an earlier detection is
+    # old news once it is told (`triggers.recheck`: only a further drop still goes out); a
+    # row of the same detection on the device's other channel is not — the person chose both.
+    last_notified_detected_at = models.DateTimeField(
+        verbose_name=_("last notified detection"), null=True, blank=True
+    )
     # The latest detection this watch could not be told about because its device could not
     # be reached (notifications off): the effective price then, and when it was first seen
     # at that price. Shown on the history page as "we would have told you". Written by

@@ -106,13 +106,22 @@ def refetch(
     return {**results, **{seen.listing.id: seen.result for seen in observations.seen}}
 
 
-def advance_baselines(delivered: Mapping[int, Decimal | None], now: dt.datetime) -> int:
-    """Only a delivered notification moves a watch's baseline: `last_notified_price` becomes
-    the value it told (watch id -> value), `last_notified_at` `now`. One UPDATE per watch
-    through executemany: Django's bulk_update builds a CASE per row and costs more than the
-    rows. Returns how many watches were given."""
-    fields = ("last_notified_price", "last_notified_at")
-    return update_by_id(Watch, fields, ((pk, (value, now)) for pk, value in delivered.items()))
+def advance_baselines(
+    delivered: Mapping[int, tuple[Decimal | None, dt.datetime]], now: dt.datetime
+) -> int:
+    """Only a delivered notification moves a watch's baseline (watch id -> the value it told
+    and when the detection it told was made): `last_notified_price` becomes that value,
+    `last_notified_at` `now`, `last_notified_detected_at` the detection's time — unless a
+    later detection's delivery was recorded first (another channel, another dispatcher), which
+    stays. One UPDATE per watch through executemany: Django's bulk_update builds a CASE per
+    row and costs more than the rows. Returns how many watches were given."""
+    fields = ("last_notified_price", "last_notified_at", "last_notified_detected_at")
+    return update_by_id(
+        Watch,
+        fields,
+        ((pk, (value, now, detected_at)) for pk, (value, detected_at) in delivered.items()),
+        unless_later="last_notified_detected_at",
+    )
 
 
 def deactivate_gone_subscriptions(gone: Iterable[tuple[int, str]]) -> int:

@@ -57,6 +57,7 @@ class WatchLike(Protocol):
     use_unit_price: bool
     last_notified_price: Decimal | None
     last_notified_at: dt.datetime | None
+    last_notified_detected_at: dt.datetime | None
     created_at: dt.datetime
 
 
@@ -282,11 +283,13 @@ def recheck(
             return Judgement(False, CONDITION_LOST, value, line)
     elif line is None or value > line:
         return Judgement(False, CONDITION_LOST, value, line)
-    last_at, last_value = watch.last_notified_at, watch.last_notified_price
-    # Something was delivered after this detection: only a further drop is still news.
+    told, last_value = watch.last_notified_detected_at, watch.last_notified_price
+    # A later detection was delivered (on any channel): only a further drop is still news.
+    # This detection's own row on the device's other channel, delivered first, is not one:
+    # the person asked to be told on both, and each row goes out on its own.
     if (
-        last_at is not None
-        and last_at >= detected_at
+        told is not None
+        and told > detected_at
         and (
             watch.trigger == Trigger.BACK_IN_STOCK
             or last_value is None

@@ -87,7 +87,8 @@ def update_watch(watch: Watch, params: WatchParams) -> Watch:
     if compares_differently:
         watch.last_notified_price = None
         watch.last_notified_at = None
-        fields += ["last_notified_price", "last_notified_at"]
+        watch.last_notified_detected_at = None
+        fields += ["last_notified_price", "last_notified_at", "last_notified_detected_at"]
     watch.save(update_fields=fields)
     return watch
 

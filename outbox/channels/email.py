@@ -13,7 +13,7 @@ into outcomes):
     5xx on the recipient (RCPT TO)        BOUNCED   dropped, counted toward disabling the address
     4xx anywhere                          SERVER    transient: retry
     refused, reset, dropped connections,
-    timeouts                              NETWORK   retry
+    timeouts, an answer that is not SMTP  NETWORK   retry
     5xx on the sender, the data, the
     login                                 REJECTED  our configuration or our mail: failed
 """
@@ -84,7 +84,9 @@ def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
         html = render_to_string(f"outbox/email/{template}.html", context)
     subject = message.title if message.items else f"{message.title} — {message.body}"
     mail = EmailMultiAlternatives(
-        subject=clip(subject, 150),
+        # A header is one line: a name with a line break (the marketplace's own text) would
+        # make Django refuse the mail, every retry alike.
+        subject=clip(" ".join(subject.split()), 150),
         body=text,
         to=[device.email],
         headers={
@@ -112,6 +114,10 @@ def classify(exc: BaseException) -> DeliveryError:
         code = exc.smtp_code
         if 400 <= code < 500:
             return DeliveryError(DeliveryKind.SERVER, _said("mail server", code, exc.smtp_error))
+        if not 500 <= code < 600:
+            # Not an SMTP answer at all (smtplib's -1: a line it could not read, such as a
+            # proxy answering in HTTP): the way to the server, not our mail, so try again.
+            return DeliveryError(DeliveryKind.NETWORK, _said("mail server", code, exc.smtp_error))
         return DeliveryError(
             DeliveryKind.REJECTED, _said("mail server", code, exc.smtp_error), status_code=code
         )

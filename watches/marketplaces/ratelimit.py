@@ -162,13 +162,15 @@ local function on_grid(t)
   return (math.ceil(t * base - 0.5 - 1e-6) + 0.5) / base
 end
 if op == 'peek' then
-  local wait = on_grid(math.max(tat, now)) - now
+  local wait = math.max(0, on_grid(math.max(tat, now)) - now)
   return {string.format('%.6f', wait), string.format('%.6f', rate)}
 end
 if op == 'acquire' then
   local start = math.max(tat, now)
   local slot = on_grid(start)
-  local wait = slot - now
+  -- on_grid's tolerance may put the slot up to a microsecond before now: that slot is now
+  -- (a negative wait is the refusal below, and this slot is taken).
+  local wait = math.max(0, slot - now)
   local max_wait = tonumber(ARGV[4])
   if max_wait and wait > max_wait then
     return {'-1', string.format('%.6f', rate)}
