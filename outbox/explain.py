@@ -99,6 +99,9 @@ RETRYING_BECAUSE: dict[str, Promise] = {
         "The price we checked grew too old before it could be sent; we will check it again shortly."
     ),
     Reason.QUIET_HOURS: _("Held until %(time)s (quiet hours)."),
+    Reason.BUDGET_UNAVAILABLE: _(
+        "We could not check the price just now (a problem on our side); we will try again shortly."
+    ),
 }
 
 # The same delivery hold-ups of an e-mail row, in its own words (the tables above speak of

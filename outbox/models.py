@@ -61,6 +61,9 @@ class Reason(models.TextChoices):
     FRESH_VALUE_EXPIRED = "fresh_value_expired", _("Fresh price too old to send")
     # retry, not counted as one: held until the device's quiet hours end
     QUIET_HOURS = "quiet_hours", _("Held for quiet hours")
+    # retry, not counted as one: the fleet's shared rate limiter (Redis) could not be asked,
+    # so neither was the marketplace (`FetchError.ours`)
+    BUDGET_UNAVAILABLE = "budget_unavailable", _("Shared rate limiter unreachable")
     # failed at once: the push service refused the request itself (our bug, not transient)
     DELIVER_REJECTED = "deliver_rejected", _("Push service rejected the request")
     # pending again / due now: a staff lever

@@ -63,6 +63,9 @@ class Decision:
     answered_at: dt.datetime | None = None
     # The digest the row was delivered in (`outbox.digests.membership`), or None.
     digest: dict | None = None
+    # A retry that does not count toward OUTBOX_MAX_RETRY (our own outage, not the shop's
+    # or the channel's): the row keeps its retry count and waits its current backoff.
+    counted: bool = True
 
 
 def guard(row: Outbox) -> Reason | None:
@@ -113,12 +116,17 @@ def _decide(
     listing, result = _fresh(row, fetched, offers)
     if isinstance(result, FetchError):
         to, reason = FETCH_OUTCOME[result.kind]
+        if result.ours:
+            # Nobody asked the shop: our shared limiter was out. The row waits for it, as
+            # long as it takes, and is judged on a fresh answer once it is back.
+            to, reason = Status.RETRY, Reason.BUDGET_UNAVAILABLE
         return Decision(
             to,
             reason,
             result.detail,
             {"fetch_error": result.kind.value, "detail": result.detail},
             retry_after=result.retry_after,
+            counted=not result.ours,
         )
     watch = row.watch
     judgement = recheck(

@@ -103,7 +103,7 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     now = decision.answered_at or now
     values: dict = {"claimed_by": ""}
     to, increment = decision.to, ()
-    if to == Status.RETRY and used_every_retry(row.retry_count):
+    if to == Status.RETRY and decision.counted and used_every_retry(row.retry_count):
         to = Status.FAILED  # the cap: this was the last try
     if to == Status.SENT:
         values["sent_at"] = now
@@ -112,6 +112,7 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
             # The row's own item, and the digest it went out in (the history page says so).
             values["sent_message"]["digest"] = decision.digest
     elif to == Status.RETRY:
-        increment = ("retry_count",)
+        if decision.counted:
+            increment = ("retry_count",)
         values["next_attempt_at"] = now + backoff(row.retry_count, decision.retry_after)
     return Outcome(to, decision.reason, decision.detail, decision.data, values, increment)

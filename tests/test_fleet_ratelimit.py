@@ -249,6 +249,54 @@ def test_an_unreachable_budget_makes_no_request(ichiba, settings):
     assert ichiba.requests == []
 
 
+@pytest.mark.django_db
+def test_a_row_waits_out_an_unreachable_budget_without_spending_its_retries(
+    ichiba, settings, recording_channel
+):
+    """Redis down: nobody asks the shop, and the row is retried (`budget_unavailable`)
+    without counting a retry, however long it lasts; once the budget answers again, the row
+    is re-fetched and sent."""
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Reason, Status
+    from tests.factories import ListingFactory, WatchFactory
+
+    settings.OUTBOX_MAX_RETRY = 1
+    rate = settings.RAKUTEN_RATE_PER_SECOND
+    dead = redis.Redis.from_url("redis://127.0.0.1:9/0", socket_connect_timeout=0.2)
+    install_limiter(f"rakuten:{APP_ID}", rate, RedisRateLimiter(dead, "test-scale:dead", rate))
+    ichiba.add("shop:a", price=900)
+    listing = ListingFactory(source="rakuten", item_code="shop:a", price=900, units_per_pack=None)
+    watch = WatchFactory(listing=listing, target_price=1000)
+    start = timezone.now()
+    enqueue_many([Detection.for_watch(watch, start, {"line": "1000", "price": 900})])
+    row = Outbox.objects.get(watch=watch)
+    try:
+        for minutes in (1, 10, 20):  # three cycles: more than the cap of one retry allows
+            with time_machine.travel(start + dt.timedelta(minutes=minutes), tick=False):
+                run_cycle()
+            row.refresh_from_db()
+            assert (row.status, row.reason, row.retry_count) == (
+                Status.RETRY,
+                Reason.BUDGET_UNAVAILABLE,
+                0,
+            )
+        assert ichiba.requests == []
+        install_limiter(f"rakuten:{APP_ID}", rate, RateLimiter(rate))  # the budget is back
+        with time_machine.travel(start + dt.timedelta(minutes=30), tick=False):
+            run_cycle()
+        row.refresh_from_db()
+        assert (row.status, row.reason) == (Status.SENT, Reason.DELIVERED)
+        assert ichiba.asked("shop:a") == 1
+    finally:
+        ratelimit.forget_limiter(f"rakuten:{APP_ID}", rate)
+
+
 def test_the_adapter_spreads_requests_over_its_application_ids(ichiba, settings):
     settings.RAKUTEN_APP_IDS = ["id-one", "id-two"]
     ichiba.app_ids = set(settings.RAKUTEN_APP_IDS)

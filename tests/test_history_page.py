@@ -75,7 +75,11 @@ def row(watch, status: str, reason: str = "", *, age: dt.timedelta = dt.timedelt
 def test_every_reason_has_plain_words():
     assert set(explain.WITHHELD_BECAUSE) == set(DROPPED_REASONS)
     assert set(explain.FAILED_BECAUSE) == set(FAILED_REASONS)
-    assert set(explain.RETRYING_BECAUSE) == {*RETRY_REASONS, Reason.QUIET_HOURS}
+    assert set(explain.RETRYING_BECAUSE) == {
+        *RETRY_REASONS,
+        Reason.QUIET_HOURS,
+        Reason.BUDGET_UNAVAILABLE,
+    }
     words = [*explain.WITHHELD_BECAUSE.values(), *explain.FAILED_BECAUSE.values()]
     assert len({str(w) for w in words}) == len(words), "each reason says something of its own"
     for reason in [*DROPPED_REASONS, *FAILED_REASONS]:

@@ -39,6 +39,10 @@ class FetchError:
     kind: FetchKind
     detail: str = ""
     retry_after: float | None = None  # seconds, when the marketplace said so
+    # Our own side could not ask (the fleet's shared limiter unreachable): no request was
+    # made, and the marketplace said nothing. The dispatcher retries such a row without
+    # counting a retry — an outage of ours must not use up what the cap allows for the shop's.
+    ours: bool = False
 
 
 @dataclass(frozen=True)

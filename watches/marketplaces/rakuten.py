@@ -78,7 +78,9 @@ class RakutenMarketplace:
                 except LimiterUnavailable as exc:
                     # No budget, no request: the fleet's allowance is unknown. The rest of
                     # the batch is not asked either (each try could wait out a timeout).
-                    results[code] = unavailable = FetchError(FetchKind.RATE_LIMITED, str(exc))
+                    results[code] = unavailable = FetchError(
+                        FetchKind.RATE_LIMITED, str(exc), ours=True
+                    )
                     continue
                 if slot is None:
                     # Held off (a 429) for longer than a caller should block: the rest of

@@ -133,7 +133,9 @@ class YahooMarketplace:
             slot = self.budget.acquire(max_wait=self.max_wait)
         except LimiterUnavailable as exc:
             # No budget, no request: the fleet's allowance is unknown.
-            self._unavailable = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL))
+            self._unavailable = FetchError(
+                FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True
+            )
             return self._unavailable
         if slot is None:
             # Held off (a 429) for longer than a caller should block: the rest of the batch
