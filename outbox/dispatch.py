@@ -308,9 +308,18 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
         .order_by("id")
     )
     # Search text is the longest column and nothing here reads it; created_at and the error's
-    # time are datetimes to convert for nothing.
+    # time are datetimes to convert for nothing; the latest point is read under the locks
+    # when the re-fetch is saved (`watches.observations`), not from here.
     listings = _by_id(
-        Listing.objects.defer("search_text", "created_at", "last_error_at"),
+        Listing.objects.defer(
+            "search_text",
+            "created_at",
+            "last_error_at",
+            "point_at",
+            "point_price",
+            "point_shipping",
+            "point_in_stock",
+        ),
         {row.watch.listing_id for row in rows},
     )
     devices = _by_id(Device.objects.all(), {row.device_id for row in rows})

@@ -20,6 +20,14 @@ def _ensure_search_index(sender, using="default", **kwargs) -> None:
     install(connections[using])
 
 
+def _ensure_latest_points(sender, using="default", **kwargs) -> None:
+    from django.db import connections
+
+    from watches.latest_point import install
+
+    install(connections[using])
+
+
 def _listing_deleted(sender, instance, **kwargs) -> None:
     from django.db import transaction
 
@@ -45,6 +53,10 @@ class WatchesConfig(AppConfig):
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
         # A table rebuilt by a later migration loses its search triggers: put them back.
         post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")
+        # And its latest-point triggers (watches.latest_point).
+        post_migrate.connect(
+            _ensure_latest_points, sender=self, dispatch_uid="watches-latest-points"
+        )
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
         )

@@ -66,7 +66,6 @@ _STATS = ("typical_price", "low_90", "stats_at")
 # into them (`observe(…, judging=False)`). An hour moves the ends of a 30-day typical price and
 # a 90-day low by well under a percent of their windows; polling recomputes them anyway.
 STATS_KEPT = dt.timedelta(hours=1)
-_END_OF_TIME = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
@@ -146,13 +145,14 @@ def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[Pri
     against each listing's latest point before its answer as the history is now: called with
     the listings' locks held (`_lock_in_id_order`; on SQLite, the write lock), so a point
     another process kept after the answer came, even one stamped before it, is what
-    "unchanged" compares with. One seek of the history index per listing; a listing whose
-    latest point is not older than its answer (rare) is read again before that moment."""
+    "unchanged" compares with. The latest point is read from the listing's own row, where the
+    database keeps it (`watches.latest_point`): no seek of the history index; a listing whose
+    latest point is not older than its answer (rare) is sought before that moment."""
     if not answers:
         return []
     quiet = dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
     at = {listing.id: observation.observed_at for listing, observation in answers}
-    latest = _latest_before(list(at), _END_OF_TIME)
+    latest = _latest_kept(list(at))
     again: dict[dt.datetime, list[int]] = defaultdict(list)
     for pk, row in latest.items():
         if row[1] >= at[pk]:
@@ -439,6 +439,30 @@ def _latest_before_sqlite(listing_ids: list[int], moment: dt.datetime) -> dict[i
 
 
 _PAST_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+
+
+def _latest_kept(listing_ids: list[int]) -> dict[int, _Past]:
+    """Each listing's latest point as its row keeps it (`watches.latest_point`), in one
+    query by primary key: a listing without a point is left out. On SQLite the ids go in as
+    one JSON array and the time is read as text (`history.from_text`), as `_latest_before`."""
+    quote = connection.ops.quote_name
+    table = quote(Listing._meta.db_table)
+    with connection.cursor() as cursor:
+        # Only the model's own table name is formatted in; values are parameters.
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT id, point_at, point_price, point_shipping, point_in_stock "  # noqa: S608
+                f"FROM {table} WHERE id = ANY(%s) AND point_at IS NOT NULL",
+                [listing_ids],
+            )
+            return {row[0]: row for row in cursor.fetchall()}
+        cursor.execute(
+            "SELECT l.id, CAST(l.point_at AS TEXT), l.point_price, l.point_shipping, "  # noqa: S608
+            f"l.point_in_stock FROM json_each(%s) AS j JOIN {table} AS l ON l.id = j.value "
+            "WHERE l.point_at IS NOT NULL",
+            [json.dumps(listing_ids)],
+        )
+        return {row[0]: row for row in from_text(cursor.fetchall())}
 
 
 def _point_table() -> tuple[str, dict[str, str]]:
