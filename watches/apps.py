@@ -12,20 +12,13 @@ def _ensure_schedules(sender, **kwargs) -> None:
     ensure_schedule("watches-poll", "watches.tasks.poll", minutes=settings.POLL_EVERY_MINUTES)
 
 
-def _ensure_search_index(sender, using="default", **kwargs) -> None:
+def _ensure_triggers(sender, using="default", **kwargs) -> None:
     from django.db import connections
 
-    from watches.search_index import install
+    from watches import latest_point, search_index
 
-    install(connections[using])
-
-
-def _ensure_latest_points(sender, using="default", **kwargs) -> None:
-    from django.db import connections
-
-    from watches.latest_point import install
-
-    install(connections[using])
+    search_index.install(connections[using])
+    latest_point.install(connections[using])
 
 
 def _listing_deleted(sender, instance, **kwargs) -> None:
@@ -51,12 +44,9 @@ class WatchesConfig(AppConfig):
         connection_created.connect(pgtimestamps.install, dispatch_uid="pg-c-timestamps")
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
-        # A table rebuilt by a later migration loses its search triggers: put them back.
-        post_migrate.connect(_ensure_search_index, sender=self, dispatch_uid="watches-search-index")
-        # And its latest-point triggers (watches.latest_point).
-        post_migrate.connect(
-            _ensure_latest_points, sender=self, dispatch_uid="watches-latest-points"
-        )
+        # A table rebuilt by a later migration loses its triggers (search, latest points):
+        # put them back.
+        post_migrate.connect(_ensure_triggers, sender=self, dispatch_uid="watches-triggers")
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
         )

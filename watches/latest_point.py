@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-# Literal SQL over the models' own table and column names: nothing here comes from outside.
 _COLUMNS = "point_at, point_price, point_shipping, point_in_stock"
 _LATEST_OF = (
     "SELECT p.observed_at, p.price, p.shipping, p.in_stock FROM watches_pricepoint p "
@@ -124,7 +123,7 @@ def install(connection: BaseDatabaseWrapper) -> bool:
 
 def uninstall(connection: BaseDatabaseWrapper) -> None:
     with connection.cursor() as cursor:
-        for name in _SQLITE:
+        for name in _PG_FUNCTIONS if connection.vendor == "postgresql" else _SQLITE:
             if connection.vendor == "postgresql":
                 cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON watches_pricepoint")
                 cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
