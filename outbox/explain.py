@@ -43,6 +43,7 @@ WITHHELD_BECAUSE: dict[str, Promise] = {
         "Settings."
     ),
     Reason.NO_EMAIL: _("There was no confirmed e-mail address to send it to."),
+    Reason.CHANNEL_OFF: _("You had chosen in Settings not to be told this way any more."),
     Reason.RECIPIENT_REFUSED: _("Your mail server refused the address. Check it in Settings."),
     Reason.OUT_OF_STOCK: _("The item sold out before we could tell you."),
     Reason.ITEM_NOT_FOUND: _("The shop no longer lists this item."),

@@ -39,6 +39,9 @@ class Reason(models.TextChoices):
     NO_SUBSCRIPTION = "no_subscription", _("No push subscription")
     SUBSCRIPTION_GONE = "subscription_gone", _("Push subscription gone")
     NO_EMAIL = "no_email", _("No confirmed e-mail address")
+    # the device no longer asks to be told on the row's channel (Device.notify_via changed
+    # while the row waited: held for quiet hours, retrying, or simply due)
+    CHANNEL_OFF = "channel_off", _("Channel switched off")
     RECIPIENT_REFUSED = "recipient_refused", _("Mail server refused the address")
     OUT_OF_STOCK = "out_of_stock", _("Out of stock")
     ITEM_NOT_FOUND = "item_not_found", _("Item not found")

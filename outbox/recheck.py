@@ -1,9 +1,9 @@
 """The re-check: right before sending, does each claimed row still hold?
 
 Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
-4. pre-guards drop rows whose watch was removed or paused, whose listing was paused, or whose
-   device has no subscription (an e-mail row: no confirmed, working address) — without asking
-   any marketplace;
+4. pre-guards drop rows whose watch was removed or paused, whose listing was paused, whose
+   device no longer asks for the row's channel, or has no subscription (an e-mail row: no
+   confirmed, working address) — without asking any marketplace;
 5. each remaining row's listing was re-fetched once this cycle (`watches.services.refetch`);
    an error kind becomes a drop or a retry (`FETCH_OUTCOME`). A product watch's row is
    judged on its product's best offer in stock now (`watches.services.refetch_products`),
@@ -29,7 +29,7 @@ from outbox.channels.base import Message
 from outbox.messages import build_message
 from outbox.models import Outbox, Reason, Status
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult
-from watches.models import Channel, Listing
+from watches.models import Channel, Listing, NotifyVia
 from watches.services import ProductAnswer
 from watches.triggers import Judgement, recheck
 
@@ -45,6 +45,10 @@ FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
 _NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")
 _NO_SHOP = FetchError(FetchKind.EMPTY, "no shop has it in stock")
 _NONE: Mapping[int, ProductAnswer] = MappingProxyType({})
+# The device's choices (`Device.notify_via`) that ask for a row on its e-mail address, and
+# for a row on its own push channel (Web Push, console).
+_EMAIL_CHOSEN = (NotifyVia.EMAIL, NotifyVia.BOTH)
+_PUSH_CHOSEN = (NotifyVia.PUSH, NotifyVia.BOTH)
 
 
 @dataclass
@@ -77,6 +81,12 @@ def guard(row: Outbox) -> Reason | None:
         return Reason.WATCH_PAUSED
     if watch.listing.paused:
         return Reason.LISTING_PAUSED
+    # The choice as it is now, not as it was at detection: a row held overnight for quiet
+    # hours must not reach a channel switched off in the evening. The next poll puts what
+    # still holds on the channels chosen now (the watch's baseline did not move).
+    wanted = _EMAIL_CHOSEN if row.channel == Channel.EMAIL else _PUSH_CHOSEN
+    if device.notify_via not in wanted:
+        return Reason.CHANNEL_OFF
     if row.channel == Channel.WEBPUSH and not device.can_receive:
         return Reason.NO_SUBSCRIPTION
     if row.channel == Channel.EMAIL and not device.email_active:

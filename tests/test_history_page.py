@@ -25,6 +25,7 @@ DROPPED_REASONS = [
     Reason.NO_SUBSCRIPTION,
     Reason.SUBSCRIPTION_GONE,
     Reason.NO_EMAIL,
+    Reason.CHANNEL_OFF,
     Reason.RECIPIENT_REFUSED,
     Reason.OUT_OF_STOCK,
     Reason.ITEM_NOT_FOUND,

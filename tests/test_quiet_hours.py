@@ -9,15 +9,17 @@ import zoneinfo
 
 import pytest
 import time_machine
+from django.urls import reverse
 from django.utils import timezone
 
 from demo.market import set_product
 from outbox.dispatch import run_cycle
-from outbox.enqueue import enqueue
+from outbox.enqueue import detections_for, enqueue, enqueue_many
 from outbox.holds import quiet_until
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory, device_with_cookie
-from watches.models import Channel, Device
+from watches.models import Channel, Device, NotifyVia
+from watches.polling import poll_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -119,6 +121,72 @@ def test_a_row_at_the_retry_cap_is_held_not_failed(recording_channel, settings):
         run_cycle()
     row.refresh_from_db()
     assert (row.status, row.reason, row.retry_count) == (Status.RETRY, Reason.QUIET_HOURS, 2)
+
+
+def told_by(client, notify_via: str) -> Device:
+    """A console device with a confirmed address, told by `notify_via`, quiet overnight; its
+    cookie on `client`."""
+    device, _ = device_with_cookie(
+        client,
+        channel=Channel.CONSOLE,
+        notify_via=notify_via,
+        email="night@mail.example",
+        email_confirmed_at=timezone.now(),
+        **OVERNIGHT,
+    )
+    return device
+
+
+def switch_to(client, notify_via: str) -> None:
+    response = client.post(reverse("device-notify-via"), {"notify_via": notify_via})
+    assert response.status_code == 302
+
+
+def test_a_channel_switched_off_overnight_is_not_used_at_the_windows_end(
+    client, recording_channel, smtp_server
+):
+    with time_machine.travel(tokyo(1, 22, 30), tick=False):
+        watch = WatchFactory(
+            device=told_by(client, NotifyVia.BOTH), listing=ListingFactory(price=1000)
+        )
+        detected = {"value": "1000", "line": str(watch.target_price)}
+        assert enqueue_many(detections_for(watch, timezone.now(), detected)) == 2
+        run_cycle()
+        assert set(Outbox.objects.values_list("reason", flat=True)) == {Reason.QUIET_HOURS}
+        switch_to(client, NotifyVia.PUSH)
+    with time_machine.travel(tokyo(2, 7, 0), tick=False):
+        run_cycle()
+    rows = {row.channel: row for row in Outbox.objects.all()}
+    assert (rows[Channel.EMAIL].status, rows[Channel.EMAIL].reason) == (
+        Status.DROPPED,
+        Reason.CHANNEL_OFF,
+    )
+    assert rows[Channel.CONSOLE].status == Status.SENT
+    assert smtp_server.messages() == []
+    assert [pk for pk, _ in recording_channel.delivered] == [rows[Channel.CONSOLE].pk]
+
+
+def test_a_switch_to_email_overnight_moves_what_still_holds_to_email(
+    client, recording_channel, smtp_server
+):
+    with time_machine.travel(tokyo(1, 22, 30), tick=False):
+        listing = ListingFactory(price=1500)
+        WatchFactory(device=told_by(client, NotifyVia.PUSH), listing=listing, target_price=1200)
+        set_product(listing.item_code, price=1100)
+        assert poll_batch(listing.source, [listing.pk]).enqueued == 1
+        run_cycle()
+        switch_to(client, NotifyVia.EMAIL)
+    with time_machine.travel(tokyo(2, 7, 0), tick=False):
+        run_cycle()
+        push = Outbox.objects.get(channel=Channel.CONSOLE)
+        assert (push.status, push.reason) == (Status.DROPPED, Reason.CHANNEL_OFF)
+        # Not lost: the watch was never told, so the next poll finds it again, for e-mail.
+        assert poll_batch(listing.source, [listing.pk]).enqueued == 1
+        run_cycle()
+    mail = Outbox.objects.get(channel=Channel.EMAIL)
+    assert mail.status == Status.SENT, (mail.reason, mail.detail)
+    assert [m["To"].strip() for m in smtp_server.messages()] == ["night@mail.example"]
+    assert recording_channel.delivered == []
 
 
 def test_outside_the_window_rows_go_out_at_once(recording_channel):
