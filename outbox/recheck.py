@@ -29,7 +29,7 @@ from outbox.channels.base import Message
 from outbox.messages import build_message
 from outbox.models import Outbox, Reason, Status
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult
-from watches.models import Channel, Listing, NotifyVia
+from watches.models import Channel, Listing
 from watches.services import ProductAnswer
 from watches.triggers import Judgement, recheck
 
@@ -45,10 +45,6 @@ FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
 _NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")
 _NO_SHOP = FetchError(FetchKind.EMPTY, "no shop has it in stock")
 _NONE: Mapping[int, ProductAnswer] = MappingProxyType({})
-# The device's choices (`Device.notify_via`) that ask for a row on its e-mail address, and
-# for a row on its own push channel (Web Push, console).
-_EMAIL_CHOSEN = (NotifyVia.EMAIL, NotifyVia.BOTH)
-_PUSH_CHOSEN = (NotifyVia.PUSH, NotifyVia.BOTH)
 
 
 @dataclass
@@ -84,8 +80,7 @@ def guard(row: Outbox) -> Reason | None:
     # The choice as it is now, not as it was at detection: a row held overnight for quiet
     # hours must not reach a channel switched off in the evening. The next poll puts what
     # still holds on the channels chosen now (the watch's baseline did not move).
-    wanted = _EMAIL_CHOSEN if row.channel == Channel.EMAIL else _PUSH_CHOSEN
-    if device.notify_via not in wanted:
+    if not device.chooses(row.channel):
         return Reason.CHANNEL_OFF
     if row.channel == Channel.WEBPUSH and not device.can_receive:
         return Reason.NO_SUBSCRIPTION

@@ -375,11 +375,25 @@ class Device(models.Model):
         """The channels a notification goes out on right now: one outbox row each. Empty when
         none can reach the device (then polling keeps what it would have told, watches.missed)."""
         channels = []
-        if self.notify_via in (NotifyVia.PUSH, NotifyVia.BOTH) and self.can_receive:
+        if self.wants_push and self.can_receive:
             channels.append(self.channel)
-        if self.notify_via in (NotifyVia.EMAIL, NotifyVia.BOTH) and self.email_active:
+        if self.wants_email and self.email_active:
             channels.append(Channel.EMAIL)
         return channels
+
+    @property
+    def wants_push(self) -> bool:
+        """Asks to be told on its own push channel (Web Push, console), reachable or not."""
+        return self.notify_via in (NotifyVia.PUSH, NotifyVia.BOTH)
+
+    @property
+    def wants_email(self) -> bool:
+        """Asks to be told at its e-mail address, confirmed or not."""
+        return self.notify_via in (NotifyVia.EMAIL, NotifyVia.BOTH)
+
+    def chooses(self, channel: str) -> bool:
+        """Whether the device asks to be told on `channel` as `notify_via` says now."""
+        return self.wants_email if channel == Channel.EMAIL else self.wants_push
 
 
 class LiveWatchManager(models.Manager):
