@@ -32,3 +32,19 @@ def statuses(*rows: Outbox) -> list[tuple[str, str]]:
         tuple(Outbox.objects.filter(pk=row.pk).values_list("status", "reason").get())
         for row in rows
     ]
+
+
+def push_sent_and_mail_dropped_channel_off(smtp_server) -> dict[str, Outbox]:
+    """After a switch to push only: the detection's console row went out, its e-mail row was
+    dropped `channel_off` and no mail reached `smtp_server`. Returns the rows by channel."""
+    from outbox.models import Reason, Status
+    from watches.models import Channel
+
+    rows = {row.channel: row for row in Outbox.objects.all()}
+    assert (rows[Channel.EMAIL].status, rows[Channel.EMAIL].reason) == (
+        Status.DROPPED,
+        Reason.CHANNEL_OFF,
+    )
+    assert rows[Channel.CONSOLE].status == Status.SENT
+    assert smtp_server.messages() == []
+    return rows
