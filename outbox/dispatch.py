@@ -54,6 +54,7 @@ from common.instances import load
 from common.longlived import fewer_collections
 from common.lookups import one_of
 from outbox import digests
+from outbox.channels.base import DeliveryKind
 from outbox.claims import claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
@@ -98,6 +99,9 @@ class _Cycle:
     fetched: dict[int, tuple[dt.datetime, FetchResult]] = field(default_factory=dict)
     # product id -> the latest re-fetch of its offers this cycle, and when it was asked for
     offers: dict[int, tuple[dt.datetime, services.ProductAnswer]] = field(default_factory=dict)
+    # Rows whose delivery was held back for a reused value and that were made due again at
+    # once (`_again_at_once`): at most once per row per cycle.
+    again: set[int] = field(default_factory=set)
 
 
 def run_cycle(
@@ -157,11 +161,13 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
         claim = claim_due(cycle.holder, size, cycle.clock())
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded
+        again = len(cycle.again)
         if claim.ids:
             result.by_status.update(_process_batch(cycle, claim.ids))
         if remaining is not None:
             remaining -= len(claim.ids) + claim.superseded
-        if claim.selected < size or time.monotonic() > deadline:
+        # Rows this batch made due again at once are claimed again before the cycle ends.
+        if (claim.selected < size and len(cycle.again) == again) or time.monotonic() > deadline:
             return
 
 
@@ -189,10 +195,10 @@ def _decide_and_deliver(
 
     # A product watch's row is re-checked on the product's offers (one request per product),
     # a listing watch's on its listing.
-    fresh = _refetch(
+    fresh, asked = _refetch(
         cycle, {row.watch.listing_id: row.watch.listing for row in live if not row.watch.product_id}
     )
-    offers = _refetch_products(
+    offers, asked_products = _refetch_products(
         cycle, {row.watch.product_id for row in live if row.watch.product_id}
     )
     decisions.update(
@@ -220,24 +226,57 @@ def _decide_and_deliver(
         # gets its own outcome from what the channel said about the digest.
         sends = digests.plan(to_send)
         delivered = deliver_all(sends, cycle.clock, lease, fresh_at)
+        # Whose value this batch asked the marketplace for; any other was reused (a poll's
+        # observation, or an answer from earlier in the cycle).
+        reused = {
+            row.id
+            for row, _ in to_send
+            if (
+                row.watch.product_id not in asked_products
+                if row.watch.product_id
+                else row.watch.listing_id not in asked
+            )
+        }
         for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
-            for row_id in message.rows or (row.id,):
+            rows = message.rows or (row.id,)
+            for row_id in rows:
                 decisions[row_id].digest = digests.membership(message, row_id)
                 if delivery.gated_at is not None:
                     age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
                     decisions[row_id].data["fresh_age_seconds"] = round(age, 3)
                 apply_delivery(decisions[row_id], delivery)
+            if delivery.error is not None and delivery.error.kind == DeliveryKind.EXPIRED:
+                _again_at_once(cycle, [decisions[row_id] for row_id in rows], rows, reused)
     return decisions, held
+
+
+def _again_at_once(
+    cycle: _Cycle, decisions: list[Decision], rows: tuple[int, ...], reused: set[int]
+) -> None:
+    """A delivery held back because a value it tells grew older than the bound: when one of
+    those values was reused rather than asked for by this batch, the reuse is what made it
+    old, not a slow marketplace or push service. Its rows are then due again at once and the
+    retry is not counted: the next attempt (in this cycle) asks the marketplace, as it asks
+    for a value older than the bound. Once per row per cycle — a value asked for anew that
+    grows too old as well waits its backoff, counted, like any other."""
+    if not reused.intersection(rows) or cycle.again.intersection(rows):
+        return
+    cycle.again.update(rows)
+    for decision in decisions:
+        decision.counted = False
+        decision.at_once = True
+        decision.data = {**(decision.data or {}), "reused_value": True}
 
 
 def _refetch(
     cycle: _Cycle, listings: dict[int, Listing]
-) -> dict[int, tuple[dt.datetime, FetchResult]]:
+) -> tuple[dict[int, tuple[dt.datetime, FetchResult]], set[int]]:
     """The answer for each of `listings`, at most OUTBOX_REFETCH_MAX_AGE old: one asked for
     earlier in this cycle is reused while it is that fresh, and so is a poll's (or another
     dispatcher's) observation that fresh — the marketplace's budget is spent once; the
     others are fetched now, at most once per listing per batch. An answer's time is when it
-    was asked for, or when a reused observation was made."""
+    was asked for, or when a reused observation was made. Also the ids of the listings
+    asked about now."""
     max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
     oldest = cycle.clock() - max_age
     stale = [
@@ -245,13 +284,17 @@ def _refetch(
         for pk, listing in listings.items()
         if pk not in cycle.fetched or cycle.fetched[pk][0] < oldest
     ]
+    asked: set[int] = set()
     if stale:
         asked_at = cycle.clock()
         # The listings were loaded with this batch's rows (`_load`), a moment ago: a poll's
         # observation since then is missed at worst, and asked for once more.
-        answers = services.refetch(stale, asked_at, fresh_within=max_age, as_loaded=True)
+        answers, reused = services.refetch_or_reuse(
+            stale, asked_at, fresh_within=max_age, as_loaded=True
+        )
         cycle.fetched.update((pk, (_answered_at(asked_at, r), r)) for pk, r in answers.items())
-    return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}
+        asked = answers.keys() - reused
+    return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}, asked
 
 
 def _answered_at(asked_at: dt.datetime, result: FetchResult) -> dt.datetime:
@@ -265,10 +308,10 @@ def _answered_at(asked_at: dt.datetime, result: FetchResult) -> dt.datetime:
 
 def _refetch_products(
     cycle: _Cycle, product_ids: set[int]
-) -> dict[int, tuple[dt.datetime, services.ProductAnswer]]:
+) -> tuple[dict[int, tuple[dt.datetime, services.ProductAnswer]], set[int]]:
     """Every shop's offer of each of `product_ids`, at most OUTBOX_REFETCH_MAX_AGE old, by the
     rule of `_refetch`: one request per product and marketplace per batch, whatever the number
-    of rows that watch it."""
+    of rows that watch it. Also the ids of the products asked about now."""
     oldest = cycle.clock() - dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
     stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
     if stale:
@@ -276,7 +319,7 @@ def _refetch_products(
         products = _by_id(Product.objects.all(), stale).values()
         answers = services.refetch_products(products, asked_at)
         cycle.offers.update((pk, (asked_at, answer)) for pk, answer in answers.items())
-    return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}
+    return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}, set(stale)
 
 
 _UNREAD_FIELDS = (

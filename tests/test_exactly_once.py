@@ -27,6 +27,7 @@ from outbox.transitions import Fence, renew_lease
 from tests.factories import ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
 from tests.reliability.world import demo_listings, due_rows, subscribed_devices
+from watches.models import Listing
 
 pytestmark = pytest.mark.django_db
 
@@ -147,11 +148,11 @@ def test_a_later_delivery_of_a_batch_is_held_back_once_its_value_is_older_than_t
     )
 
 
-def test_a_reused_observation_aged_past_the_bound_by_slow_refetches_is_not_sent(
-    recording_channel, frozen, settings, monkeypatch
-):
-    """Row A's listing was polled 25 s before the cycle (reused, no request); row B's must be
-    asked, and that takes 10 s. By then A's value is 35 s old: A is held back, not sent."""
+def _reused_and_asked(settings, monkeypatch, frozen, reused_price, slow=(10,)):
+    """Row A's listing was polled 25 s before the cycle (its observation is reused, no
+    request); row B's must be asked. The demo marketplace then says `reused_price` for A's
+    listing. Each call to the marketplace takes the next of `slow` seconds (the last one
+    again after them). Returns the two rows and the item codes asked for, call by call."""
     from watches import services
 
     settings.OUTBOX_REFETCH_MAX_AGE = 30
@@ -159,20 +160,126 @@ def test_a_reused_observation_aged_past_the_bound_by_slow_refetches_is_not_sent(
     asked = ListingFactory(price=900)
     row_a = enqueue_for(WatchFactory(listing=reused, target_price=950))
     row_b = enqueue_for(WatchFactory(listing=asked, target_price=950))
-    DemoProduct.objects.filter(item_code=reused.item_code).update(price=1200)
-    fetch = services.fetch
+    assert row_a.device_id != row_b.device_id, "two messages, not one digest"
+    DemoProduct.objects.filter(item_code=reused.item_code).update(price=reused_price)
+    fetch, calls = services.fetch, []
 
     def slow_fetch(source, codes):
-        frozen.shift(dt.timedelta(seconds=10))
+        frozen.shift(dt.timedelta(seconds=slow[min(len(calls), len(slow) - 1)]))
+        calls.append(list(codes))
         return fetch(source, codes)
 
     monkeypatch.setattr(services, "fetch", slow_fetch)
+    return row_a, row_b, reused.item_code, calls
+
+
+def test_a_reused_observation_aged_past_the_bound_by_slow_refetches_is_not_sent(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """Asking for B's listing takes 10 s; by then A's reused value is 35 s old. A is held
+    back, not sent — and, the reuse having made it old, is due again at once without using
+    a retry: the same cycle asks for its listing (once), finds ¥1,200 and drops it."""
+    row_a, row_b, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 1200)
+
     run_cycle()
 
     assert {row_id: m.price for row_id, m in recording_channel.delivered} == {row_b.pk: 900}
     held = _reload(row_a.pk)
+    assert (held.status, held.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
+    assert held.retry_count == 0 and held.attempts == 2
+    expired = held.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
+    assert expired.to_status == Status.RETRY
+    assert expired.data["fresh_age_seconds"] == 35.0
+    assert expired.data["reused_value"] is True
+    assert [code for codes in calls for code in codes].count(code_a) == 1
+
+
+def test_a_reused_value_that_still_holds_goes_out_in_the_same_cycle_from_a_fresh_answer(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """As above, with A's price still under the line (¥880 now): A goes out in the same
+    cycle, told the price its listing was just asked for, its retry count untouched."""
+    row_a, row_b, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880)
+
+    run_cycle()
+
+    told = {row_id: m.price for row_id, m in recording_channel.delivered}
+    assert told == {row_b.pk: 900, row_a.pk: 880}
+    sent = _reload(row_a.pk)
+    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
+    assert [e.reason for e in sent.events.order_by("id")] == [
+        Reason.CLAIMED,
+        Reason.FRESH_VALUE_EXPIRED,
+        Reason.CLAIMED,
+        Reason.DELIVERED,
+    ]
+    assert sent.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 10.0
+    assert calls == [[row_b.watch.listing.item_code], [code_a]]
+
+
+def test_a_value_asked_anew_that_grows_too_old_again_waits_its_backoff_counted(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """Once per row per cycle: A's reused value expires (due again at once, not counted);
+    the value then asked for takes 31 s to come and is too old as well — a slow marketplace
+    this time, so A waits its backoff and the retry counts."""
+    row_a, _, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
+
+    run_cycle()
+
+    held = _reload(row_a.pk)
     assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
-    assert held.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data["fresh_age_seconds"] == 35.0
+    assert (held.retry_count, held.attempts) == (1, 2)
+    expired = list(held.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id"))
+    assert [e.data.get("reused_value", False) for e in expired] == [True, False]
+    assert held.next_attempt_at == timezone.now() + dt.timedelta(seconds=30)
+    assert row_a.pk not in [row_id for row_id, _ in recording_channel.delivered]
+    assert [code for codes in calls for code in codes].count(code_a) == 1
+
+
+def test_a_row_is_made_due_at_once_only_once_a_cycle(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """A's reused value expires (due again at once). While B's listing is asked, a poll
+    observes A's listing again and a row C on a third listing comes due. The next batch
+    reuses that poll's observation for A, and asking for C's listing takes 31 s: A's value
+    is too old once more. Reused again, but A was made due at once already this cycle: this
+    time it waits its backoff, counted, and the cycle does not go round again for it.
+    C's value, asked for and slow to come, is a counted retry as well."""
+    row_a, _, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
+    from watches import services
+
+    slow_fetch, rows_c = services.fetch, []
+
+    def a_poll_and_a_new_row(source, codes):
+        answers = slow_fetch(source, codes)
+        if not rows_c:
+            Listing.objects.filter(pk=row_a.watch.listing_id).update(
+                price=880, last_polled_at=timezone.now()
+            )
+            watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+            rows_c.append(enqueue_for(watch))
+        return answers
+
+    monkeypatch.setattr(services, "fetch", a_poll_and_a_new_row)
+    run_cycle()
+
+    held = _reload(row_a.pk)
+    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
+    assert (held.retry_count, held.attempts) == (1, 2)
+    expired = list(held.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id"))
+    assert [e.data.get("reused_value") for e in expired] == [True, None]
+    assert [e.data["fresh_age_seconds"] for e in expired] == [35.0, 31.0]
+    assert held.next_attempt_at > timezone.now()
+    assert code_a not in [code for codes in calls for code in codes], "the poll's answer served"
+    # C's own value was asked for, and came too slowly: a counted retry, not "at once".
+    row_c = _reload(rows_c[0].pk)
+    assert (row_c.status, row_c.reason, row_c.retry_count) == (
+        Status.RETRY,
+        Reason.FRESH_VALUE_EXPIRED,
+        1,
+    )
+    assert "reused_value" not in row_c.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data
 
 
 def test_a_refetch_kept_after_a_later_poll_does_not_become_the_next_dispatchers_value(

@@ -260,6 +260,23 @@ def test_a_listing_the_caller_just_loaded_serves_as_it_is_without_a_second_read(
     assert answers[stale.pk].price == 700
 
 
+def test_refetch_or_reuse_says_which_answers_were_stored_observations(clock, rakuten):
+    """What the dispatcher tells apart when a value grows too old before its delivery: a
+    reused observation (asked again at once) or an answer asked for now (its backoff)."""
+    fresh = listing(rakuten, "told-fresh", price=880, last_polled_at=T0 - dt.timedelta(minutes=2))
+    stale = listing(rakuten, "told-stale", last_polled_at=T0 - dt.timedelta(minutes=10))
+    rakuten.add("shop:told-stale", price=700)
+
+    answers, reused = services.refetch_or_reuse(
+        [fresh, stale], T0, fresh_within=dt.timedelta(minutes=5), as_loaded=True
+    )
+
+    assert (answers[fresh.pk].price, answers[stale.pk].price) == (880, 700)
+    assert reused == {fresh.pk}
+    assert len(rakuten.requests) == 1
+    assert services.refetch_or_reuse([stale], T0)[1] == set(), "no bound given: nothing reused"
+
+
 def test_an_older_observation_is_asked_again(clock, rakuten):
     target = listing(rakuten, "old", last_polled_at=T0 - dt.timedelta(minutes=10))
     answers = services.refetch([target], T0, fresh_within=dt.timedelta(minutes=5))

@@ -128,6 +128,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "pause_listings",
         "record_bounces",
         "refetch",
+        "refetch_or_reuse",
         "refetch_products",
         "unsubscribe_token",
         "watched_coverage",

@@ -8,7 +8,7 @@ records every write of a dispatch cycle at the SQL level, keep it so):
 - `refetch`: ask the marketplaces about listings right now and keep what they said, by the
   same rule as price polling (history point or not, last-seen state, typical price and 90-day
   low, errors) — or, within a freshness bound the caller gives, take a poll's observation
-  instead of asking again;
+  instead of asking again (`refetch_or_reuse` also says which answers those were);
 - `refetch_products`: the same for product watches — every shop's offer of each product, one
   request per product and marketplace, kept by the same rule (`watches.product_refetch`);
   its `ProductAnswer` names the best offer in stock now;
@@ -58,6 +58,7 @@ __all__ = [
     "pause_listings",
     "record_bounces",
     "refetch",
+    "refetch_or_reuse",
     "refetch_products",
     "unsubscribe_token",
     "watched_coverage",
@@ -85,12 +86,26 @@ def refetch(
     within that long of `now` is not asked again: its answer is that observation, as
     stored, and nothing is written for it — the marketplace's budget is spent once. The
     listings' state is read again for that unless `as_loaded` says the caller read them a
-    moment ago."""
+    moment ago. `refetch_or_reuse` also says which answers were such observations."""
+    return refetch_or_reuse(listings, now, fresh_within=fresh_within, as_loaded=as_loaded)[0]
+
+
+def refetch_or_reuse(
+    listings: Iterable[Listing],
+    now: dt.datetime,
+    *,
+    fresh_within: dt.timedelta | None = None,
+    as_loaded: bool = False,
+) -> tuple[dict[int, FetchResult], set[int]]:
+    """`refetch`, and the ids of the listings whose answer was a stored observation (nothing
+    asked): the dispatcher asks again at once for one of those that grows too old before its
+    delivery comes up, where a value it had just asked for waits its backoff."""
     listings = list(listings)
     results: dict[int, FetchResult] = {}
     if fresh_within is not None:
         results = fresh_observations(listings, now - fresh_within, as_loaded=as_loaded)
         listings = [listing for listing in listings if listing.id not in results]
+    reused = set(results)
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
         by_source[listing.source].append(listing)
@@ -99,11 +114,11 @@ def refetch(
         fetched = fetch(source, [listing.item_code for listing in group])
         answers.extend((listing, fetched[listing.item_code]) for listing in group)
     if not answers:
-        return results
+        return results, reused
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
     observations = observe(answers, now, judging=False)
     observations.save()
-    return {**results, **{seen.listing.id: seen.result for seen in observations.seen}}
+    return {**results, **{seen.listing.id: seen.result for seen in observations.seen}}, reused
 
 
 def advance_baselines(
