@@ -246,23 +246,25 @@ def _decide_and_deliver(
                     decisions[row_id].data["fresh_age_seconds"] = round(age, 3)
                 apply_delivery(decisions[row_id], delivery)
             if delivery.error is not None and delivery.error.kind == DeliveryKind.EXPIRED:
-                _again_at_once(cycle, [decisions[row_id] for row_id in rows], rows, reused)
+                _again_at_once(cycle, decisions, rows, reused)
     return decisions, held
 
 
 def _again_at_once(
-    cycle: _Cycle, decisions: list[Decision], rows: tuple[int, ...], reused: set[int]
+    cycle: _Cycle, decisions: dict[int, Decision], rows: tuple[int, ...], reused: set[int]
 ) -> None:
-    """A delivery held back because a value it tells grew older than the bound: when one of
-    those values was reused rather than asked for by this batch, the reuse is what made it
-    old, not a slow marketplace or push service. Its rows are then due again at once and the
-    retry is not counted: the next attempt (in this cycle) asks the marketplace, as it asks
-    for a value older than the bound. Once per row per cycle — a value asked for anew that
-    grows too old as well waits its backoff, counted, like any other."""
+    """A delivery (of `rows`: one, or a digest's) held back because a value it tells grew
+    older than the bound: when one of those values was reused rather than asked for by this
+    batch, the reuse is what made it old, not a slow marketplace or push service. Its rows
+    are then due again at once and the retry is not counted: the next attempt (in this
+    cycle) asks the marketplace, as it asks for a value older than the bound. Once per row
+    per cycle — a value asked for anew that grows too old as well waits its backoff,
+    counted, like any other. A digest stays one: once any of its rows was made due at once
+    this cycle, the whole digest waits its backoff."""
     if not reused.intersection(rows) or cycle.again.intersection(rows):
         return
     cycle.again.update(rows)
-    for decision in decisions:
+    for decision in map(decisions.__getitem__, rows):
         decision.counted = False
         decision.at_once = True
         decision.data = {**(decision.data or {}), "reused_value": True}

@@ -24,7 +24,7 @@ from outbox.dispatch import run_cycle
 from outbox.lease import Lease, check_settings
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from outbox.transitions import Fence, renew_lease
-from tests.factories import ListingFactory, WatchFactory
+from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
 from tests.reliability.world import demo_listings, due_rows, subscribed_devices
 from watches.models import Listing
@@ -148,19 +148,21 @@ def test_a_later_delivery_of_a_batch_is_held_back_once_its_value_is_older_than_t
     )
 
 
-def _reused_and_asked(settings, monkeypatch, frozen, reused_price, slow=(10,)):
+def _reused_and_asked(settings, monkeypatch, frozen, reused_price, slow=(10,), *, one_device=False):
     """Row A's listing was polled 25 s before the cycle (its observation is reused, no
     request); row B's must be asked. The demo marketplace then says `reused_price` for A's
     listing. Each call to the marketplace takes the next of `slow` seconds (the last one
-    again after them). Returns the two rows and the item codes asked for, call by call."""
+    again after them). The rows are two messages, or one digest with `one_device`. Returns
+    the two rows and the item codes asked for, call by call."""
     from watches import services
 
     settings.OUTBOX_REFETCH_MAX_AGE = 30
     reused = ListingFactory(price=900, last_polled_at=NOW - dt.timedelta(seconds=25))
     asked = ListingFactory(price=900)
-    row_a = enqueue_for(WatchFactory(listing=reused, target_price=950))
-    row_b = enqueue_for(WatchFactory(listing=asked, target_price=950))
-    assert row_a.device_id != row_b.device_id, "two messages, not one digest"
+    device = {"device": DeviceFactory()} if one_device else {}
+    row_a = enqueue_for(WatchFactory(listing=reused, target_price=950, **device))
+    row_b = enqueue_for(WatchFactory(listing=asked, target_price=950, **device))
+    assert (row_a.device_id == row_b.device_id) == one_device
     DemoProduct.objects.filter(item_code=reused.item_code).update(price=reused_price)
     fetch, calls = services.fetch, []
 
@@ -280,6 +282,110 @@ def test_a_row_is_made_due_at_once_only_once_a_cycle(
         1,
     )
     assert "reused_value" not in row_c.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data
+
+
+def test_a_digest_with_a_reused_value_grown_too_old_goes_out_whole_in_the_same_cycle(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """A and B are one device's, so one digest: A's value is a poll's observation (reused),
+    B's listing is asked and takes 10 s. The digest is held back (A's value 35 s old); the
+    reuse made it old, so both rows — B's own value was young — are due again at once,
+    uncounted. The next batch asks for A's listing, reuses B's answer from earlier in the
+    cycle (20 s old by the gate), and the digest goes out whole."""
+    row_a, row_b, code_a, calls = _reused_and_asked(
+        settings, monkeypatch, frozen, 880, one_device=True
+    )
+
+    run_cycle()
+
+    told = {row_id: m.price for row_id, m in recording_channel.delivered}
+    assert told == {row_a.pk: 880, row_b.pk: 900}
+    assert len(recording_channel.sends) == 1, "one digest, sent once"
+    for row in (row_a, row_b):
+        sent = _reload(row.pk)
+        assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
+        expired = sent.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
+        assert expired.data["reused_value"] is True and expired.to_status == Status.RETRY
+    ages = {
+        e.outbox_id: e.data["fresh_age_seconds"]
+        for e in OutboxEvent.objects.filter(reason=Reason.DELIVERED)
+    }
+    assert ages == {row_a.pk: 10.0, row_b.pk: 20.0}
+    assert calls == [[row_b.watch.listing.item_code], [code_a]]
+
+
+@pytest.mark.parametrize("kind", ["listing", "product"])
+def test_an_answer_reused_from_an_earlier_batch_grown_too_old_is_asked_again_at_once(
+    recording_channel, frozen, settings, monkeypatch, kind
+):
+    """Batches of two, one delivery at a time. Batch 1 asks for X (a listing, or a product's
+    offers) for its first row and takes 20 s to deliver. Batch 2 reuses that answer for its
+    second row of X (20 s old) and first delivers a row whose value takes 15 s to send: by
+    the gate X's value is 35 s old. The reuse made it old: the row is due again at once,
+    uncounted, and the same cycle asks for X once more and sends from that answer."""
+    from demo.seed import seed_demo
+    from watches import services
+    from watches.models import Product
+    from watches.product_watches import save_product_watch
+    from watches.watchlist import WatchParams
+
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    settings.OUTBOX_BATCH_SIZE = 2
+    settings.OUTBOX_DELIVERY_WORKERS = 1
+    if kind == "product":
+        seed_demo()
+        product = Product.objects.get(offers__item_code="tp-scottie-12r")
+        params = WatchParams(trigger="target_price", target_price=5000)
+
+        def watch_x():
+            made, _ = save_product_watch(DeviceFactory(), product, params)
+            return made
+
+        def times_asked(answers_by_batch):
+            return sum(product.pk in asked for asked in answers_by_batch)
+
+        asked, ask = [], services.refetch_products
+
+        def counted(products, now):
+            products = list(products)
+            asked.append({p.pk for p in products})
+            return ask(products, now)
+
+        monkeypatch.setattr(services, "refetch_products", counted)
+    else:
+        x = ListingFactory(price=900)
+
+        def watch_x():
+            return WatchFactory(listing=x, target_price=950)
+
+        def times_asked(answers_by_batch):
+            return sum(x.item_code in codes for codes in answers_by_batch)
+
+        asked, fetch = [], services.fetch
+
+        def counted(source, codes):
+            asked.append(list(codes))
+            return fetch(source, codes)
+
+        monkeypatch.setattr(services, "fetch", counted)
+    first = enqueue_for(watch_x())
+    filler = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    slow = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    second = enqueue_for(watch_x())
+    shifts = iter([20, 0, 15])
+    recording_channel.during = lambda: frozen.shift(next(shifts, 0))
+
+    run_cycle()
+
+    told = [row_id for row_id, _ in recording_channel.delivered]
+    assert told == [first.pk, filler.pk, slow.pk, second.pk]
+    sent = _reload(second.pk)
+    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
+    expired = sent.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
+    assert expired.data["fresh_age_seconds"] == 35.0
+    assert expired.data["reused_value"] is True
+    assert sent.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 0.0
+    assert times_asked(asked) == 2, "asked in batch 1, and again for the held row"
 
 
 def test_a_refetch_kept_after_a_later_poll_does_not_become_the_next_dispatchers_value(
