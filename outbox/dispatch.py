@@ -50,7 +50,7 @@ from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from common.instances import load
+from common.instances import load, load_by_id
 from common.longlived import fewer_collections
 from common.lookups import one_of
 from outbox import digests
@@ -340,6 +340,24 @@ _UNREAD_FIELDS = (
 )
 
 
+# Search text is the longest column and nothing here reads it; created_at and the error's
+# time are datetimes to convert for nothing; the latest point is read under the locks when
+# the re-fetch is saved (`watches.observations`), not from here; the product, JAN code and
+# category are neither judged, told nor written back by a re-fetch.
+_UNREAD_LISTING_FIELDS = (
+    "search_text",
+    "created_at",
+    "last_error_at",
+    "product",
+    "jan",
+    "category",
+    "point_at",
+    "point_price",
+    "point_shipping",
+    "point_in_stock",
+)
+
+
 def _load(ids: list[int], holder: str) -> list[Outbox]:
     """The claimed rows with their watches, and one shared instance of each listing and
     device: rows of a batch share few listings, so this builds far fewer model instances
@@ -352,21 +370,9 @@ def _load(ids: list[int], holder: str) -> list[Outbox]:
         .defer(*_UNREAD_FIELDS)
         .order_by("id")
     )
-    # Search text is the longest column and nothing here reads it; created_at and the error's
-    # time are datetimes to convert for nothing; the latest point is read under the locks
-    # when the re-fetch is saved (`watches.observations`), not from here.
-    listings = _by_id(
-        Listing.objects.defer(
-            "search_text",
-            "created_at",
-            "last_error_at",
-            "point_at",
-            "point_price",
-            "point_shipping",
-            "point_in_stock",
-        ),
-        {row.watch.listing_id for row in rows},
-    )
+    # Read written out (`load_by_id`): a batch's listings are its one read that grows with
+    # the listings rather than the rows.
+    listings = load_by_id(Listing, {row.watch.listing_id for row in rows}, _UNREAD_LISTING_FIELDS)
     devices = _by_id(Device.objects.all(), {row.device_id for row in rows})
     # Each id already names the object it is given, so only the relation's cache is set: the
     # descriptor's assignment checks the instance's type and database and writes the id again.

@@ -105,6 +105,30 @@ def test_each_listing_is_refetched_once_per_cycle(recording_channel, django_asse
     assert Outbox.objects.filter(status=Status.SENT).count() == 5
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["unchanged", "prices_moved"])
+def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, moved):
+    """The same statements for one batch over 3 listings as over 12, whether the re-fetch
+    writes points or not: every listing is read, asked about and written back in bulk, and
+    nothing the batch reads of a listing (a deferred field) is fetched one by one."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def statements(count: int) -> int:
+        Outbox.objects.all().delete()
+        listings = [ListingFactory(price=900) for _ in range(count)]
+        for listing in listings:
+            enqueue_for(WatchFactory(listing=listing, target_price=950))
+            if moved:
+                DemoProduct.objects.filter(item_code=listing.item_code).update(price=880)
+        with CaptureQueriesContext(connection) as queries:
+            run_cycle()
+        assert Outbox.objects.filter(status=Status.SENT).count() == count
+        return len(queries)
+
+    statements(1)  # a process's first cycle reads once what later ones keep
+    assert statements(3) == statements(12)
+
+
 def test_sent_events_tell_the_whole_story(recording_channel):
     watch = _watch()
     row = enqueue_for(watch)
