@@ -15,6 +15,10 @@ only for a model built Django's own way (`_builds_plainly`); any other model in 
 is built the ORM's way. A queryset using what this does not rebuild (annotations,
 `prefetch_related`, `values()`, multi-table inheritance, a relation's known objects) is
 simply listed by the ORM.
+
+`load_by_id(model, ids, deferred)` goes one step further for a model whose loaded columns
+need no conversion but datetimes (the dispatcher's listings): the statement is written out and
+SQLite's datetimes are parsed from their text in one step.
 """
 
 from __future__ import annotations
