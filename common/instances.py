@@ -29,7 +29,7 @@ from itertools import chain
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, router
 from django.db.models import Model, QuerySet, signals
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
@@ -71,10 +71,12 @@ def load_by_id(
     types the ORM converts nothing of on read but those datetimes (`_AS_READ`): any other
     is read through `load`."""
     fields = [f for f in model._meta.concrete_fields if f.name not in deferred]
-    queryset = model.objects.defer(*deferred).filter(pk__in=list(ids))
-    if not ids or not _builds_plainly(model) or not all(_as_read(f) for f in fields):
+    if not ids:
+        return {}
+    if not _builds_plainly(model) or not all(_as_read(f) for f in fields):
+        queryset = model.objects.defer(*deferred).filter(pk__in=list(ids))
         return {obj.pk: obj for obj in load(queryset)}
-    db = queryset.db
+    db = router.db_for_read(model)
     connection = connections[db]
     quote = connection.ops.quote_name
     sqlite = connection.vendor == "sqlite"
