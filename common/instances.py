@@ -35,6 +35,7 @@ from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query import ModelIterable
 from django.db.models.query_utils import DeferredAttribute
+from django.utils.dateparse import parse_datetime
 
 from common.lookups import among
 
@@ -67,19 +68,32 @@ def load_by_id(
     keeps and parsed in one step: through the ORM, the driver's converter parses it, then it
     is made aware — more than the rest of the row costs, and the dispatcher's re-fetch reads
     two for each of up to 2,000 listings a cycle. On PostgreSQL the driver already gives
-    what the ORM would. Only for a model built plainly whose loaded fields are of the
-    types the ORM converts nothing of on read but those datetimes (`_AS_READ`): any other
-    is read through `load`."""
-    fields = [f for f in model._meta.concrete_fields if f.name not in deferred]
+    what the ORM would. Only for a model built plainly whose loaded fields the ORM converts
+    nothing of on read but those datetimes (`_as_read`), and with SQLite's times kept in UTC:
+    anything else is read through `load`. `deferred` names fields (or their attnames) as
+    `defer` does; the primary key is always loaded."""
+    names = {name for f in model._meta.concrete_fields for name in (f.name, f.attname)}
+    unknown = set(deferred) - names
+    if unknown:
+        raise ValueError(f"{model.__name__} has no field {', '.join(sorted(unknown))}")
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if f.primary_key or (f.name not in deferred and f.attname not in deferred)
+    ]
     if not ids:
         return {}
-    if not _builds_plainly(model) or not all(_as_read(f) for f in fields):
-        queryset = model.objects.defer(*deferred).filter(pk__in=list(ids))
-        return {obj.pk: obj for obj in load(queryset)}
     db = router.db_for_read(model)
     connection = connections[db]
-    quote = connection.ops.quote_name
     sqlite = connection.vendor == "sqlite"
+    if (
+        not _builds_plainly(model)
+        or not all(_as_read(f, connection) for f in fields)
+        or (sqlite and not (settings.USE_TZ and connection.timezone is dt.UTC))
+    ):
+        queryset = model.objects.defer(*deferred).filter(pk__in=list(ids))
+        return {obj.pk: obj for obj in load(queryset)}
+    quote = connection.ops.quote_name
     times = [
         position
         for position, f in enumerate(fields)
@@ -119,8 +133,8 @@ def load_by_id(
     return loaded
 
 
-# Fields whose value the ORM takes as the driver gives it on SQLite and PostgreSQL (a
-# boolean is one for SQLite's driver too: its column type is registered), and datetimes,
+# The field types whose value the ORM takes as the driver gives it on SQLite and PostgreSQL
+# (a boolean is one for SQLite's driver too: its column type is registered), and datetimes,
 # which `load_by_id` reads itself. A foreign key's is its target's.
 _AS_READ = frozenset(
     {
@@ -141,20 +155,28 @@ _AS_READ = frozenset(
 )
 
 
-def _as_read(field: Any) -> bool:
+def _as_read(field: Any, connection: Any) -> bool:
+    """Whether the ORM converts nothing of `field`'s value but, on SQLite, a datetime: no
+    converter of the field's own (`from_db_value`, a foreign key's target's), and a type
+    the backend converts at most as `_AS_READ` says."""
     target = field.target_field if field.is_relation else field
-    return not hasattr(field, "from_db_value") and target.get_internal_type() in _AS_READ
+    return not field.get_db_converters(connection) and target.get_internal_type() in _AS_READ
 
 
 def _utc_from_text(text: str | None) -> dt.datetime | None:
-    """A datetime SQLite keeps as naive UTC text, aware. A text with an offset of its own
-    (written by a raw statement given an aware value) is read with it."""
+    """A datetime SQLite keeps as naive UTC text, aware. Any other text (an offset of its
+    own, written by a raw statement given an aware value; a date alone) is read as Django's
+    converter reads it."""
     if text is None:
         return None
     try:
-        return dt.datetime.fromisoformat(text + "+00:00")
+        value = dt.datetime.fromisoformat(text + "+00:00")
     except ValueError:
-        return dt.datetime.fromisoformat(text)
+        value = parse_datetime(text)
+    # A date alone parses above too, naive: "+" is taken as the separator of a time 00:00.
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value
 
 
 def _converted(compiler: Any, results: Iterable[list[Row]]) -> list[Row]:

@@ -635,22 +635,44 @@ def test_load_by_id_builds_what_the_orm_would_with_deferred_fields():
     listings = [
         ListingFactory(last_polled_at=at, stats_at=at.replace(microsecond=0), in_stock=True),
         ListingFactory(last_polled_at=None, stats_at=None, in_stock=None, paused=True),
-        ListingFactory(product=Product.objects.create(jan="4901750404404"), shipping=0),
+        ListingFactory(shipping=0, jan="4901750404404", in_stock=False),
     ]
+    product = Product.objects.create(jan="4901750404404")
+    Listing.objects.filter(pk=listings[2].pk).update(product=product)
     ids = [listing.pk for listing in listings]
     deferred = ("search_text", "created_at", "jan")
 
-    built = load_by_id(Listing, [*ids, 10**9], deferred)
+    built = load_by_id(Listing, [*ids, ids[0], 10**9], deferred)
 
     listed = {o.pk: o for o in Listing.objects.defer(*deferred).filter(pk__in=ids)}
     assert built.keys() == listed.keys() == set(ids)
     for pk in ids:
         _same_instance(built[pk], listed[pk])
-    assert built[ids[0]].last_polled_at == at and built[ids[0]].last_polled_at.tzinfo is dt.UTC
+    first, second, third = (built[pk] for pk in ids)
+    assert first.last_polled_at == at and first.last_polled_at.tzinfo is dt.UTC
+    assert (type(first.in_stock), second.in_stock, type(third.in_stock)) == (bool, None, bool)
+    assert (type(second.paused), second.paused) == (bool, True)
+    assert third.product_id == product.pk and first.product_id is None
     with CaptureQueriesContext(connection) as queries:
-        assert built[ids[2]].jan == listings[2].jan
+        assert third.jan == "4901750404404"
     assert len(queries) == 1, "a deferred field is read when first asked for"
     assert load_by_id(Listing, []) == {}
+
+
+@pytest.mark.django_db
+def test_load_by_id_defers_by_name_or_attname_keeps_the_key_and_refuses_a_field_it_lacks():
+    from common.instances import load_by_id
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listing = ListingFactory()
+
+    built = load_by_id(Listing, [listing.pk], ("product_id", "id", "name"))[listing.pk]
+
+    assert built.pk == listing.pk
+    assert built.get_deferred_fields() == {"product_id", "name"}
+    with pytest.raises(ValueError, match="no field nmae"):
+        load_by_id(Listing, [listing.pk], ("nmae",))
 
 
 @pytest.mark.django_db
@@ -672,6 +694,32 @@ def test_load_by_id_reads_a_time_written_with_its_own_offset():
     built = load_by_id(Listing, [listing.pk])[listing.pk]
 
     assert built.last_polled_at == Listing.objects.get(pk=listing.pk).last_polled_at == at
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite keeps times as text")
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "text",
+    ["2026-12-05", "2026-12-5 4:17:00", "2026-12-05T04:17:00Z", "2026-12-05 04:17:00.5", ""],
+)
+def test_load_by_id_reads_any_text_sqlite_holds_as_the_orm_does(text):
+    """Text written by hand (a date alone, single digits, a Z, a short fraction, nothing):
+    an aware time or None, as the ORM reads it — a naive value would stop a dispatch cycle
+    at its first comparison."""
+    from common.instances import load_by_id
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    listing = ListingFactory()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE watches_listing SET last_polled_at = %s WHERE id = %s", [text, listing.pk]
+        )
+
+    built = load_by_id(Listing, [listing.pk])[listing.pk].last_polled_at
+
+    assert built == Listing.objects.get(pk=listing.pk).last_polled_at
+    assert built is None or built.tzinfo is not None
 
 
 @pytest.mark.django_db

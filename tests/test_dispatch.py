@@ -105,24 +105,49 @@ def test_each_listing_is_refetched_once_per_cycle(recording_channel, django_asse
     assert Outbox.objects.filter(status=Status.SENT).count() == 5
 
 
-@pytest.mark.parametrize("moved", [False, True], ids=["unchanged", "prices_moved"])
-def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, moved):
-    """The same statements for one batch over 3 listings as over 12, whether the re-fetch
-    writes points or not: every listing is read, asked about and written back in bulk, and
-    nothing the batch reads of a listing (a deferred field) is fetched one by one."""
+@pytest.mark.parametrize("answer", ["unchanged", "moved", "failed", "reused", "product"])
+def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, answer):
+    """The same statements for one batch over 3 listings as over 12, whatever the re-fetch
+    finds — the price as the poll saw it, a new price (points written), a marketplace error,
+    a poll's observation fresh enough to reuse (nothing asked) — and for product watches
+    over 3 products as over 12: every listing is read, asked about and written back in bulk,
+    and nothing the batch reads of a listing (a deferred field) is fetched one by one."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from watches.jan import check_digit
+    from watches.models import Listing, Product
+    from watches.product_watches import save_product_watch
+    from watches.watchlist import WatchParams
+
+    def watch_for(n: int):
+        if answer != "product":
+            polled = timezone.now() - dt.timedelta(seconds=10 if answer == "reused" else 60)
+            return WatchFactory(
+                listing=ListingFactory(price=900, last_polled_at=polled), target_price=950
+            )
+        body = f"49{n:010d}"
+        jan = f"{body}{check_digit(body)}"
+        product = Product.objects.create(jan=jan)
+        listing = ListingFactory(price=900, jan=jan)
+        Listing.objects.filter(pk=listing.pk).update(product=product)
+        DemoProduct.objects.filter(item_code=listing.item_code).update(jan=jan)
+        params = WatchParams(trigger="target_price", target_price=950)
+        return save_product_watch(DeviceFactory(), product, params)[0]
+
+    made = iter(range(1000))
+
     def statements(count: int) -> int:
         Outbox.objects.all().delete()
-        listings = [ListingFactory(price=900) for _ in range(count)]
-        for listing in listings:
-            enqueue_for(WatchFactory(listing=listing, target_price=950))
-            if moved:
-                DemoProduct.objects.filter(item_code=listing.item_code).update(price=880)
+        for _ in range(count):
+            row = enqueue_for(watch_for(next(made)))
+            change = {"moved": {"price": 880}, "failed": {"fault": "server"}}.get(answer)
+            if change:
+                DemoProduct.objects.filter(item_code=row.watch.listing.item_code).update(**change)
         with CaptureQueriesContext(connection) as queries:
             run_cycle()
-        assert Outbox.objects.filter(status=Status.SENT).count() == count
+        status = Status.RETRY if answer == "failed" else Status.SENT
+        assert Outbox.objects.filter(status=status).count() == count
         return len(queries)
 
     statements(1)  # a process's first cycle reads once what later ones keep

@@ -239,15 +239,18 @@ def test_a_value_asked_anew_that_grows_too_old_again_waits_its_backoff_counted(
     assert [code for codes in calls for code in codes].count(code_a) == 1
 
 
+@pytest.mark.parametrize("c_device", ["its_own", "a_s"])
 def test_a_row_is_made_due_at_once_only_once_a_cycle(
-    recording_channel, frozen, settings, monkeypatch
+    recording_channel, frozen, settings, monkeypatch, c_device
 ):
     """A's reused value expires (due again at once). While B's listing is asked, a poll
     observes A's listing again and a row C on a third listing comes due. The next batch
     reuses that poll's observation for A, and asking for C's listing takes 31 s: A's value
     is too old once more. Reused again, but A was made due at once already this cycle: this
     time it waits its backoff, counted, and the cycle does not go round again for it.
-    C's value, asked for and slow to come, is a counted retry as well."""
+    C's value, asked for and slow to come, is a counted retry as well — and when C is A's
+    device's too, the two are one digest, held back as one: C is not made due at once
+    either, though the digest tells a reused value."""
     row_a, _, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
     from watches import services
 
@@ -259,7 +262,8 @@ def test_a_row_is_made_due_at_once_only_once_a_cycle(
             Listing.objects.filter(pk=row_a.watch.listing_id).update(
                 price=880, last_polled_at=timezone.now()
             )
-            watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+            device = {"device": row_a.device} if c_device == "a_s" else {}
+            watch = WatchFactory(listing=ListingFactory(price=900), target_price=950, **device)
             rows_c.append(enqueue_for(watch))
         return answers
 
@@ -276,12 +280,15 @@ def test_a_row_is_made_due_at_once_only_once_a_cycle(
     assert code_a not in [code for codes in calls for code in codes], "the poll's answer served"
     # C's own value was asked for, and came too slowly: a counted retry, not "at once".
     row_c = _reload(rows_c[0].pk)
-    assert (row_c.status, row_c.reason, row_c.retry_count) == (
+    assert (row_c.status, row_c.reason, row_c.retry_count, row_c.attempts) == (
         Status.RETRY,
         Reason.FRESH_VALUE_EXPIRED,
         1,
+        1,
     )
-    assert "reused_value" not in row_c.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data
+    c_expired = row_c.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data
+    assert "reused_value" not in c_expired
+    assert ("digest" in c_expired) == (c_device == "a_s")
 
 
 def test_a_digest_with_a_reused_value_grown_too_old_goes_out_whole_in_the_same_cycle(
