@@ -121,16 +121,26 @@ def load_by_id(
         rows = list(zip(*by_column, strict=True))
     attnames = [f.attname for f in fields]
     pk = attnames.index(model._meta.pk.attname)
+    build = _plain_builder(model, attnames, db)
+    return {row[pk]: build(row) for row in rows}
+
+
+def _plain_builder(model: type[M], attnames: list[str], db: str) -> Callable[[Row], M]:
+    """A function building an instance of `model` from the values of `attnames`, as
+    `Model.from_db` would for a model built plainly (`_builds_plainly`)."""
     new = object.__new__
-    loaded: dict[int, M] = {}
-    for row in rows:
+
+    def build(values: Row) -> M:
         obj = new(model)
-        obj.__dict__.update(zip(attnames, row, strict=True))
+        # What Model.__init__ leaves after setting every loaded field: a deferred field is
+        # one missing from __dict__, loaded when first read.
+        obj.__dict__.update(zip(attnames, values, strict=True))
         state = obj._state = ModelState()
         state.adding = False
         state.db = db
-        loaded[row[pk]] = obj
-    return loaded
+        return obj
+
+    return build
 
 
 # The field types whose value the ORM takes as the driver gives it on SQLite and PostgreSQL
@@ -279,21 +289,15 @@ def _node(klass_info: dict, select: list, db: str) -> tuple[Callable[[Row], Any]
         if child is None:
             return None
         related.append((*child, info["local_setter"], info["remote_setter"]))
-    plainly = _builds_plainly(model)
-    new = object.__new__
+    if _builds_plainly(model):
+        instance = _plain_builder(model, attnames, db)
+    else:
+
+        def instance(values: Row) -> Any:
+            return model.from_db(db, attnames, values)
 
     def build(row: Row) -> Any:
-        values = row[start:end]
-        if plainly:
-            obj = new(model)
-            # What Model.__init__ leaves after setting every loaded field: a deferred
-            # field is one missing from __dict__, loaded when first read.
-            obj.__dict__.update(zip(attnames, values, strict=True))
-            state = obj._state = ModelState()
-            state.adding = False
-            state.db = db
-        else:
-            obj = model.from_db(db, attnames, values)
+        obj = instance(row[start:end])
         for child, pk_column, local_setter, remote_setter in related:
             # As the ORM's RelatedPopulator: a LEFT JOIN that found nothing is None.
             other = child(row) if row[pk_column] is not None else None
