@@ -20,9 +20,19 @@ CULL_EVERY = 100
 _writes = itertools.count(1)
 # From how many keys `delete_many` lists the folder rather than trying each file.
 _LIST_FROM = 20
+# How many keys' file names `delete_many` remembers (a key's name never changes: the hash of
+# the prefixed, versioned key): the same listings' versions are forgotten cycle after cycle,
+# and hashing each again was 3 % of what 2,000 listings add to a dispatch cycle (counted in
+# instructions, docs/decisions.md). About 150 bytes a name.
+_NAMES_KEPT = 100_000
 
 
 class FileCache(FileBasedCache):
+    def __init__(self, dir: str, params: dict[str, Any]) -> None:
+        super().__init__(dir, params)
+        # (key, version) -> its file's name, for `delete_many`.
+        self._names: dict[tuple[Any, int | None], str] = {}
+
     def _cull(self) -> None:
         if next(_writes) % CULL_EVERY == 0:
             super()._cull()
@@ -41,10 +51,18 @@ class FileCache(FileBasedCache):
             present = set(os.listdir(self._dir))
         except FileNotFoundError:
             return
+        names = self._names
+        if len(names) > _NAMES_KEPT:
+            names.clear()
         for key in keys:
-            # `_key_to_file`'s name without its validation of the key, which only warns (a
-            # key that does not pass is written under the same name) and cost as much as the
-            # rest.
-            name = md5(self.make_key(key, version).encode(), usedforsecurity=False).hexdigest()
-            if name + self.cache_suffix in present:
-                self._delete(os.path.join(self._dir, name + self.cache_suffix))
+            name = names.get((key, version))
+            if name is None:
+                name = names[key, version] = self._file_name(key, version)
+            if name in present:
+                self._delete(os.path.join(self._dir, name))
+
+    def _file_name(self, key: Any, version: int | None) -> str:
+        # `_key_to_file`'s name without its validation of the key, which only warns (a key
+        # that does not pass is written under the same name) and cost as much as the rest.
+        name = md5(self.make_key(key, version).encode(), usedforsecurity=False).hexdigest()
+        return name + self.cache_suffix

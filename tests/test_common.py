@@ -448,6 +448,43 @@ def test_the_file_cache_deletes_many_keys_those_present_and_only_those(tmp_path,
     assert cache.get("kept") == "k"
 
 
+def test_the_file_cache_names_each_key_once_and_forgets_the_names_past_its_bound(
+    tmp_path, monkeypatch
+):
+    """`delete_many` hashes a key into its file's name once: the same listings' versions are
+    forgotten cycle after cycle. What it remembers stays under its bound, and a key deleted
+    after the names were forgotten is still deleted."""
+    from common import filecache
+
+    monkeypatch.setattr(filecache, "_NAMES_KEPT", 40)
+    cache = filecache.FileCache(str(tmp_path), {})
+    hashed = []
+    real = cache._file_name
+
+    def counted(key, version):
+        hashed.append(key)
+        return real(key, version)
+
+    monkeypatch.setattr(cache, "_file_name", counted)
+    keys = [f"page-{n}" for n in range(30)]
+    for round_ in range(3):
+        for key in keys[:3]:
+            cache.set(key, round_)
+        cache.delete_many(keys)
+        assert [cache.get(key) for key in keys[:3]] == [None] * 3
+    assert hashed == keys, "each key hashed once over three rounds"
+
+    others = [f"other-{n}" for n in range(30)]
+    cache.set("other-29", "x")
+    cache.delete_many(others)  # 60 names: past the bound, forgotten before the next call
+    assert cache.get("other-29") is None
+    cache.set("page-0", "y")
+    cache.delete_many(keys)
+    assert cache.get("page-0") is None, "deleted by a name hashed again"
+    assert len(cache._names) == len(keys), "what was remembered before is forgotten"
+    assert hashed[-len(keys) :] == keys
+
+
 def test_the_file_cache_deletes_many_before_its_folder_exists(tmp_path):
     from common import filecache
 

@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -73,9 +73,10 @@ _FAILED = ("last_error", "last_error_at", "last_polled_at")
 _Past = PointRow
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One listing's answer, as the rule read it."""
+class Seen(NamedTuple):
+    """One listing's answer, as the rule read it. (A named tuple: one is built for every
+    listing a poll or a re-fetch observes, and a frozen dataclass sets each field through
+    `object.__setattr__`.)"""
 
     listing: Listing
     result: FetchResult  # what the marketplace said
