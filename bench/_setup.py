@@ -65,6 +65,13 @@ def each_database(script: str, args: list[str]) -> None:
         subprocess.run([sys.executable, script, *args, vendor], check=False)
 
 
+def django_at(database_url: str, folder: Path) -> None:
+    """Point Django at `database_url` (which the caller removes), local state in `folder`, and
+    migrate."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _start_django(database_url, folder)
+
+
 def _temp_folder(name: str, under: Path | None = None) -> Path:
     if under is not None:
         under.mkdir(parents=True, exist_ok=True)
