@@ -69,6 +69,7 @@ def django_at(database_url: str, folder: Path) -> None:
     """Point Django at `database_url` (which the caller removes), local state in `folder`, and
     migrate."""
     folder.mkdir(parents=True, exist_ok=True)
+    os.environ["YASUGORO_VAR_DIR"] = str(folder)  # not the checkout's var/, even if set
     _start_django(database_url, folder)
 
 

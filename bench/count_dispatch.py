@@ -60,44 +60,33 @@ def main() -> int:
 def compare(folder: Path) -> int:
     env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict and set orders every run
     made = subprocess.run(
-        [sys.executable, __file__, "--build", str(folder)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
+        [sys.executable, __file__, "--build", str(folder)], capture_output=True, text=True, env=env
     )
+    if made.returncode != 0 or not made.stdout.strip():
+        print(f"building the worlds failed\n{made.stdout}\n{made.stderr[-3000:]}")
+        return 1
     built = json.loads(made.stdout.strip().splitlines()[-1])
-    runs = []
-    for n, rows, listings in WORLDS:
-        world = {"n": n, "rows": rows, "listings": listings, "built": built["built"]}
-        world.update(built[str(n)])
-        runs.append(
-            subprocess.Popen(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    "--instr-atstart=no",
-                    f"--callgrind-out-file={folder / f'callgrind-{n}.out'}",
-                    sys.executable,
-                    __file__,
-                    "--cycle",
-                    str(folder),
-                    json.dumps(world),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        )
-    counts = {}
-    for (n, _, _), run in zip(WORLDS, runs, strict=True):
-        out, err = run.communicate()
-        found = re.search(r"Collected : (\d+)", err)
-        if run.returncode != 0 or found is None or "counted" not in out:
-            print(f"world {n}: the cycle did not run to its end\n{out}\n{err[-2000:]}")
-            return 1
-        counts[n] = int(found.group(1))
+    runs: list[subprocess.Popen] = []
+    try:
+        for n, rows, listings in WORLDS:
+            world = {"n": n, "rows": rows, "listings": listings, "built": built["built"]}
+            world.update(built[str(n)])
+            runs.append(_counted(folder, world, env))
+        counts = {}
+        for (n, _, _), run in zip(WORLDS, runs, strict=True):
+            out, err = run.communicate()
+            found = re.search(r"Collected : (\d+)", err)
+            if run.returncode != 0 or found is None or "counted" not in out:
+                print(f"world {n}: the cycle did not run to its end\n{out}\n{err[-2000:]}")
+                return 1
+            counts[n] = int(found.group(1))
+    finally:
+        # A failed or interrupted comparison leaves no cycle running (it would write into the
+        # folder being removed).
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+            run.wait()
     (few_n, rows, few), (many_n, _, many) = WORLDS
     print(
         f"\nsqlite: one warm dispatch cycle of {rows:,} rows, instructions (callgrind)\n"
@@ -108,6 +97,29 @@ def compare(folder: Path) -> int:
         f"{counts[few_n] / counts[many_n]:.3f}×  (instructions' ratio: higher is better)"
     )
     return 0
+
+
+def _counted(folder: Path, world: dict, env: dict[str, str]) -> subprocess.Popen:
+    """`cycle(folder, world)` in a process of its own under callgrind, instrumentation off
+    until the cycle switches it on."""
+    counts = folder / f"callgrind-{world['n']}.out"
+    return subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={counts}",
+            sys.executable,
+            __file__,
+            "--cycle",
+            str(folder),
+            json.dumps(world),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def build(folder: Path) -> None:

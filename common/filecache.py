@@ -20,11 +20,12 @@ CULL_EVERY = 100
 _writes = itertools.count(1)
 # From how many keys `delete_many` lists the folder rather than trying each file.
 _LIST_FROM = 20
-# How many keys' file names `delete_many` remembers (a key's name never changes: the hash of
-# the prefixed, versioned key): the same listings' versions are forgotten cycle after cycle,
-# and hashing each again was 3 % of what 2,000 listings add to a dispatch cycle (counted in
-# instructions, docs/decisions.md). About 150 bytes a name.
-_NAMES_KEPT = 100_000
+# How many keys' file names `delete_many` remembers before it forgets them all (a key's name
+# never changes: the hash of the prefixed, versioned key): the same listings' versions are
+# forgotten cycle after cycle, and hashing each again was 3 % of what 2,000 listings add to a
+# dispatch cycle (counted in instructions, docs/decisions.md). About 270 bytes a name: some
+# 14 MB at most in a worker, plus one call's keys.
+_NAMES_KEPT = 50_000
 
 
 class FileCache(FileBasedCache):
@@ -55,9 +56,13 @@ class FileCache(FileBasedCache):
         if len(names) > _NAMES_KEPT:
             names.clear()
         for key in keys:
-            name = names.get((key, version))
+            # Only a string's name is remembered: True and 1 are one key of a dict but two
+            # names of files. (The pages' keys are all strings.)
+            name = names.get((key, version)) if type(key) is str else None
             if name is None:
-                name = names[key, version] = self._file_name(key, version)
+                name = self._file_name(key, version)
+                if type(key) is str:
+                    names[key, version] = name
             if name in present:
                 self._delete(os.path.join(self._dir, name))
 

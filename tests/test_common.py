@@ -452,8 +452,9 @@ def test_the_file_cache_names_each_key_once_and_forgets_the_names_past_its_bound
     tmp_path, monkeypatch
 ):
     """`delete_many` hashes a key into its file's name once: the same listings' versions are
-    forgotten cycle after cycle. What it remembers stays under its bound, and a key deleted
-    after the names were forgotten is still deleted."""
+    forgotten cycle after cycle. Past its bound it forgets them all, and a key deleted after
+    the names were forgotten is still deleted. Only strings' names are remembered (True and 1
+    are one key of a dict, two names of files)."""
     from common import filecache
 
     monkeypatch.setattr(filecache, "_NAMES_KEPT", 40)
@@ -483,6 +484,12 @@ def test_the_file_cache_names_each_key_once_and_forgets_the_names_past_its_bound
     assert cache.get("page-0") is None, "deleted by a name hashed again"
     assert len(cache._names) == len(keys), "what was remembered before is forgotten"
     assert hashed[-len(keys) :] == keys
+
+    cache.set(1, "one")
+    cache.set(True, "true")
+    cache.delete_many([*keys, 1])
+    cache.delete_many([*keys, True])
+    assert (cache.get(1), cache.get(True)) == (None, None), "each deleted by its own name"
 
 
 def test_the_file_cache_deletes_many_before_its_folder_exists(tmp_path):

@@ -456,5 +456,20 @@ def test_an_observation_is_built_from_its_fields_in_order_with_their_defaults_an
     assert (first.name, first.url, first.image_url, first.shop_name) == ("", "", "", "")
     assert first.effective_price == 1000
     assert dataclasses.replace(first, price=800).price == 800
+    # Every field lands on the instance: a parameter left out of the written-out body would
+    # read as its class-level default instead.
+    given = {
+        "item_code": "B-2",
+        "price": 700,
+        "in_stock": False,
+        "observed_at": NOW,
+        "shipping": 50,
+        "name": "n",
+        "url": "https://example.invalid/b-2",
+        "image_url": "https://example.invalid/b-2.jpg",
+        "shop_name": "s",
+        "extra": {"jan": "4901234567894"},
+    }
+    assert vars(Observation(**given)) == given
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.price = 1  # type: ignore[misc]
