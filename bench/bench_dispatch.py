@@ -53,11 +53,13 @@ MOVED = 3
 # listing): 720 points a listing.
 HISTORY_DAYS, POINTS_PER_DAY = 90, 8
 FAR = dt.datetime(2999, 1, 1, tzinfo=dt.UTC)
+# Production settings (DEBUG keeps a log of every query), the demo marketplace in-process, one
+# cycle takes every due row. count_dispatch.py runs its cycles with the same.
+SETTINGS = {"DEBUG": "0", "DEMO_MARKET": "1", "DEMO_TICK": "0", "OUTBOX_CYCLE_SECONDS": "3600"}
 
 
 def main() -> None:
-    # Production settings (DEBUG keeps a log of every query), the demo marketplace in-process.
-    os.environ.update(DEBUG="0", DEMO_MARKET="1", DEMO_TICK="0", OUTBOX_CYCLE_SECONDS="3600")
+    os.environ.update(SETTINGS)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     from _setup import django_on_temp_postgres, django_on_temp_sqlite, each_database
 

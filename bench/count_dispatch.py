@@ -124,8 +124,10 @@ def _counted(folder: Path, world: dict, env: dict[str, str]) -> subprocess.Popen
 
 def build(folder: Path) -> None:
     """The two worlds in `folder`/worlds.sqlite3; prints what the cycles need to find them."""
-    os.environ.update(DEBUG="0", DEMO_MARKET="1", DEMO_TICK="0", LOG_LEVEL="WARNING")
     sys.path.insert(0, str(BENCH))
+    from bench_dispatch import SETTINGS
+
+    os.environ.update(SETTINGS, LOG_LEVEL="WARNING")
     from _setup import django_at
 
     django_at(f"sqlite:///{folder / 'worlds.sqlite3'}", folder / "build")
@@ -148,10 +150,10 @@ def cycle(folder: Path, world: dict) -> None:
     """One warm-up cycle, then one counted, on a copy of the worlds' database."""
     import gc
 
-    os.environ.update(
-        DEBUG="0", DEMO_MARKET="1", DEMO_TICK="0", OUTBOX_CYCLE_SECONDS="3600", LOG_LEVEL="WARNING"
-    )
     sys.path.insert(0, str(BENCH))
+    from bench_dispatch import SETTINGS
+
+    os.environ.update(SETTINGS, LOG_LEVEL="WARNING")
     database = folder / f"cycle-{world['n']}.sqlite3"
     shutil.copyfile(folder / "worlds.sqlite3", database)
     from _setup import django_at

@@ -58,10 +58,11 @@ class FileCache(FileBasedCache):
         for key in keys:
             # Only a string's name is remembered: True and 1 are one key of a dict but two
             # names of files. (The pages' keys are all strings.)
-            name = names.get((key, version)) if type(key) is str else None
+            remembered = type(key) is str
+            name = names.get((key, version)) if remembered else None
             if name is None:
                 name = self._file_name(key, version)
-                if type(key) is str:
+                if remembered:
                     names[key, version] = name
             if name in present:
                 self._delete(os.path.join(self._dir, name))
