@@ -6,30 +6,14 @@ once every two or three cycles, 60–80 ms each (a dispatch cycle of 2,000 rows 
 second; measured with `gc.callbacks` in bench_dispatch's world). `gc.freeze()` moves them into
 a permanent generation that no collection walks (full collections then took 2–9 ms). They are
 still freed by reference counting; only cyclic garbage among them would be kept, and a
-collection right before the freeze leaves none.
-
-Within a dispatch cycle, the young generation is collected less often (`fewer_collections`):
-a batch's rows, watches and listings live for the whole batch, so each of the default
-collections (every 700 allocations, some 390 in a cycle of 10,000 rows) walked them again —
-about 4 % of the cycle's CPU, for garbage that reference counting frees anyway. Cycles are
-still collected, every 50,000 allocations net (a few megabytes at most)."""
+collection right before the freeze leaves none."""
 
 from __future__ import annotations
 
 import gc
 import importlib
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from functools import partial
-
-# Net allocations between two collections of the youngest generation within
-# `fewer_collections` (Python's default is 700).
-BATCH_THRESHOLD = 50_000
-
-_held = 0
-_saved: tuple[int, ...] = ()
-_lock = threading.Lock()
 
 
 def freeze_loaded(modules: Iterable[str] = (), registries: Iterable[str] = ()) -> int:
@@ -60,23 +44,3 @@ def freeze_at_spawn(module: str, registries: Iterable[str] = ()) -> None:
 
 def _freeze_on_spawn(module: str, registries: tuple[str, ...], sender, **kwargs) -> None:
     freeze_loaded([module], registries)
-
-
-@contextmanager
-def fewer_collections(threshold: int = BATCH_THRESHOLD) -> Iterator[None]:
-    """Collect the youngest generation every `threshold` net allocations instead of every 700
-    while the block runs (the thresholds are the process's: the first block to enter sets
-    them, the last to leave puts back what was there, so threads nest safely)."""
-    global _held, _saved
-    with _lock:
-        if _held == 0:
-            _saved = gc.get_threshold()
-            gc.set_threshold(max(threshold, _saved[0]), *_saved[1:])
-        _held += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _held -= 1
-            if _held == 0:
-                gc.set_threshold(*_saved)

@@ -42,17 +42,11 @@ import datetime as dt
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from django.conf import settings
-from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from common.instances import load, load_by_id
-from common.longlived import fewer_collections
-from common.lookups import one_of
 from outbox import digests
 from outbox.channels.base import DeliveryKind
 from outbox.claims import claim_due, new_holder, recover_expired_leases
@@ -65,11 +59,9 @@ from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
 from watches.marketplaces.base import FetchResult, Observation
-from watches.models import Device, Listing, Product, Watch
+from watches.models import Device, Listing, Product
 
 log = logging.getLogger("outbox.dispatch")
-
-_M = TypeVar("_M", bound=Model)
 
 # What a cycle reports, and DispatchRun keeps, per final status.
 REPORTED = (Status.SENT, Status.DROPPED, Status.RETRY, Status.FAILED)
@@ -124,9 +116,7 @@ def run_cycle(
     error = ""
     deadline = time.monotonic() + settings.OUTBOX_CYCLE_SECONDS
     try:
-        # A batch's instances live as long as it does: fewer collections walk them again.
-        with fewer_collections():
-            _run(cycle, limit, deadline)
+        _run(cycle, limit, deadline)
     except Exception as exc:
         # Rows already claimed stay `sending` until their lease expires, then are retried.
         log.exception("dispatch cycle %s stopped", cycle.holder)
@@ -318,74 +308,81 @@ def _refetch_products(
     stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
     if stale:
         asked_at = cycle.clock()
-        products = _by_id(Product.objects.all(), stale).values()
+        products = Product.objects.in_bulk(stale).values()
         answers = services.refetch_products(products, asked_at)
         cycle.offers.update((pk, (asked_at, answer)) for pk, answer in answers.items())
     return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}, set(stale)
 
 
-_UNREAD_FIELDS = (
-    # The re-check reads neither of a watch's timestamps (detection does).
-    "watch__created_at",
-    "watch__updated_at",
-    "previous_status",
-    "reason",
-    "detail",
-    "sent_message",
-    "next_attempt_at",
-    "claimed_at",
-    "sent_at",
-    "created_at",
-    "updated_at",
+# What a cycle reads of its rows, their watches, listings and devices (`only()`): every
+# field the guards, the re-fetch, the re-check, the digest, the channels and the recording
+# read. A field missing here is loaded row by row on first read (tests/test_dispatch.py
+# checks that a cycle's queries do not grow with its rows).
+ROW_FIELDS = (
+    "id",
+    "watch",
+    "device",
+    "channel",
+    "trigger",
+    "status",
+    "detected_at",
+    "detected_payload",
+    "retry_count",
+    "attempts",
+    "claimed_by",
+    "attempt_started_at",
+    "maybe_delivered",
 )
-
-
-# Search text is the longest column and nothing here reads it; created_at and the error's
-# time are datetimes to convert for nothing; the latest point is read under the locks when
-# the re-fetch is saved (`watches.observations`), not from here; the product, JAN code and
-# category are neither judged, told nor written back by a re-fetch.
-_UNREAD_LISTING_FIELDS = (
-    "search_text",
-    "created_at",
-    "last_error_at",
-    "product",
-    "jan",
-    "category",
-    "point_at",
-    "point_price",
-    "point_shipping",
-    "point_in_stock",
+WATCH_FIELDS = (
+    "watch__id",
+    "watch__device",
+    "watch__listing",
+    "watch__product",
+    "watch__trigger",
+    "watch__target_price",
+    "watch__drop_percent",
+    "watch__use_unit_price",
+    "watch__paused",
+    "watch__removed_at",
+    "watch__last_notified_price",
+    "watch__last_notified_at",
+    "watch__last_notified_detected_at",
+)
+LISTING_FIELDS = (
+    "id",
+    "source",
+    "item_code",
+    "name",
+    "shop_name",
+    "url",
+    "image_url",
+    "units_per_pack",
+    "unit_label",
+    "paused",
+    "price",
+    "shipping",
+    "in_stock",
+    "typical_price",
+    "low_90",
+    "stats_at",
+    "last_polled_at",
+    "last_error",
 )
 
 
 def _load(ids: list[int], holder: str) -> list[Outbox]:
     """The claimed rows with their watches, and one shared instance of each listing and
-    device: rows of a batch share few listings, so this builds far fewer model instances
-    than a join per row would, and a listing updated by its re-fetch is the same for all."""
-    rows = load(
-        Outbox.objects.filter(one_of("id", ids), claimed_by=holder)
+    device: a listing updated in memory by its re-fetch is then the same for every row of
+    it."""
+    rows = list(
+        Outbox.objects.filter(id__in=ids, claimed_by=holder)
         .select_related("watch")
-        # What a cycle never reads: converting these (datetimes above all) cost more than
-        # the rest of the row.
-        .defer(*_UNREAD_FIELDS)
+        .only(*ROW_FIELDS, *WATCH_FIELDS)
         .order_by("id")
     )
-    # Read written out (`load_by_id`): a batch's listings are its one read that grows with
-    # the listings rather than the rows.
-    listings = load_by_id(Listing, {row.watch.listing_id for row in rows}, _UNREAD_LISTING_FIELDS)
-    devices = _by_id(Device.objects.all(), {row.device_id for row in rows})
-    # Each id already names the object it is given, so only the relation's cache is set: the
-    # descriptor's assignment checks the instance's type and database and writes the id again.
-    cache_listing = Watch.listing.field.set_cached_value
-    cache_device = Outbox.device.field.set_cached_value
+    listings = Listing.objects.only(*LISTING_FIELDS).in_bulk({row.watch.listing_id for row in rows})
+    devices = Device.objects.in_bulk({row.device_id for row in rows})
     for row in rows:
-        watch = row.watch
-        cache_listing(watch, listings[watch.listing_id])
-        cache_device(row, devices[row.device_id])
+        row.watch.listing = listings[row.watch.listing_id]
+        row.device = devices[row.device_id]
     return rows
-
-
-def _by_id(queryset: QuerySet[_M], ids: Iterable[int]) -> dict[int, _M]:
-    """`queryset.in_bulk(ids)`, without preparing each id (`common.lookups`) and with each
-    instance built by `common.instances`."""
-    return {obj.pk: obj for obj in load(queryset.filter(one_of("pk", list(ids))))}

@@ -614,22 +614,3 @@ def test_a_per_unit_target_is_told_in_unit_prices(recording_channel):
     assert message.body == "Now ¥75.00 per roll (¥900 a pack) — at or below your ¥80."
     watch.refresh_from_db()
     assert watch.last_notified_price == Decimal("75.00")
-
-
-def test_a_cycle_collects_young_garbage_less_often_and_puts_the_thresholds_back(
-    recording_channel,
-):
-    import gc
-
-    from common.longlived import BATCH_THRESHOLD
-
-    before = gc.get_threshold()
-    assert before[0] < BATCH_THRESHOLD, "the test needs the default threshold to see a change"
-    seen = []
-    recording_channel.during = lambda: seen.append(gc.get_threshold())
-    enqueue_for(_watch(target=950), price=900)
-
-    run_cycle()
-
-    assert seen == [(max(BATCH_THRESHOLD, before[0]), *before[1:])]
-    assert gc.get_threshold() == before

@@ -418,8 +418,7 @@ def test_an_observation_rewrites_its_listing_in_place_on_postgresql():
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [table])
         assert "fillfactor=80" in cursor.fetchone()[0]
-        # This transaction's own counts (the test runs inside one), before and after: the
-        # factories' points moved each listing's latest point too (watches.latest_point).
+        # This transaction's own counts (the test runs inside one), before and after.
         cursor.execute(counts, [table, table])
         updated_before, in_place_before = cursor.fetchone()
         refetch(listings, timezone.now())
@@ -428,48 +427,3 @@ def test_an_observation_rewrites_its_listing_in_place_on_postgresql():
     updated, in_place = updated - updated_before, in_place - in_place_before
     assert Listing.objects.filter(price=990).count() == 3, "the new price was kept"
     assert updated >= 3 and in_place == updated
-
-
-def test_an_observation_is_built_from_its_fields_in_order_with_their_defaults_and_stays_frozen():
-    """`Observation.__init__` is written out (one dict update instead of a frozen dataclass's
-    ten `object.__setattr__`): it must take the fields as the dataclass declares them."""
-    import dataclasses
-    import inspect
-
-    from watches.marketplaces.base import Observation
-
-    parameters = list(inspect.signature(Observation.__init__).parameters.values())[1:]
-    fields = dataclasses.fields(Observation)
-    assert [p.name for p in parameters] == [f.name for f in fields]
-    for parameter, field in zip(parameters, fields, strict=True):
-        if field.default is not dataclasses.MISSING:
-            assert parameter.default == field.default, field.name
-        elif field.default_factory is not dataclasses.MISSING:
-            assert parameter.default is None, f"{field.name}: a fresh one per instance"
-        else:
-            assert parameter.default is inspect.Parameter.empty, field.name
-
-    first = Observation("A-1", 900, True, NOW, 100)
-    second = Observation(item_code="A-1", price=900, in_stock=True, observed_at=NOW, shipping=100)
-    assert first == second
-    assert first.extra == {} and first.extra is not second.extra
-    assert (first.name, first.url, first.image_url, first.shop_name) == ("", "", "", "")
-    assert first.effective_price == 1000
-    assert dataclasses.replace(first, price=800).price == 800
-    # Every field lands on the instance: a parameter left out of the written-out body would
-    # read as its class-level default instead.
-    given = {
-        "item_code": "B-2",
-        "price": 700,
-        "in_stock": False,
-        "observed_at": NOW,
-        "shipping": 50,
-        "name": "n",
-        "url": "https://example.invalid/b-2",
-        "image_url": "https://example.invalid/b-2.jpg",
-        "shop_name": "s",
-        "extra": {"jan": "4901234567894"},
-    }
-    assert vars(Observation(**given)) == given
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        first.price = 1  # type: ignore[misc]

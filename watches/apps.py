@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.backends.signals import connection_created
 from django.db.models.signals import post_delete, post_migrate
 from django.utils.translation import gettext_lazy as _
 
@@ -15,10 +14,9 @@ def _ensure_schedules(sender, **kwargs) -> None:
 def _ensure_triggers(sender, using="default", **kwargs) -> None:
     from django.db import connections
 
-    from watches import latest_point, search_index
+    from watches import search_index
 
     search_index.install(connections[using])
-    latest_point.install(connections[using])
 
 
 def _listing_deleted(sender, instance, **kwargs) -> None:
@@ -37,15 +35,10 @@ class WatchesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from common import pgtimestamps
         from common.longlived import freeze_at_spawn
 
-        # Every datetime the domain reads on PostgreSQL (listings above all) parsed in C.
-        connection_created.connect(pgtimestamps.install, dispatch_uid="pg-c-timestamps")
-
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="watches-schedules")
-        # A table rebuilt by a later migration loses its triggers (search, latest points):
-        # put them back.
+        # A table rebuilt by a later migration loses its search triggers: put them back.
         post_migrate.connect(_ensure_triggers, sender=self, dispatch_uid="watches-triggers")
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"

@@ -6,9 +6,8 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from django.db import connection, transaction
-from django.db.models import F, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db import transaction
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from common.bulk import update_by_id
@@ -18,56 +17,45 @@ from watches.models import Listing, PricePoint, effective_price
 from watches.triggers import LOW_WINDOW, Point, summary
 
 PointRow = tuple[int, dt.datetime, int | None, int | None, bool]
+POINT_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock")
 
 
 def point_rows(listing_ids: Iterable[int], since: dt.datetime) -> Iterator[PointRow]:
     """(listing id, observed_at, price, shipping, in_stock) of every point of these listings
-    observed since `since`, by listing then time, in one query (`rows_of`)."""
+    observed since `since`, by listing then time, in one query."""
     ids = list(listing_ids)
     if not ids:
         return
     points = PricePoint.objects.filter(one_of("listing_id", ids), observed_at__gte=since)
-    yield from rows_of(points.order_by("listing_id", "observed_at", "id"))
+    yield from points.order_by("listing_id", "observed_at", "id").values_list(
+        *POINT_COLUMNS
+    ).iterator(chunk_size=5000)
 
 
-def rows_of(points: QuerySet[PricePoint]) -> Iterator[PointRow]:
-    """The `PointRow` of each of `points`, in their order.
-
-    Read through the cursor rather than the ORM: on 90 days of history, Django's converter
-    for each datetime value costs more than the query itself. SQLite stores a datetime as UTC
-    text: it is read as text and parsed here (its backend's converter, and making the result
-    aware, would cost three times as much); PostgreSQL's driver gives aware datetimes."""
-    as_text = connection.vendor == "sqlite"
-    observed_at = Cast("observed_at", TextField()) if as_text else F("observed_at")
-    query = points.values_list("listing_id", observed_at, "price", "shipping", "in_stock")
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        while rows := cursor.fetchmany(5000):
-            yield from from_text(rows) if as_text else rows
-
-
-def from_text(rows: Iterable[Sequence]) -> Iterator[PointRow]:
-    """Each `PointRow` of `rows` read from SQLite with the time as the UTC text it keeps (one
-    loop over a chunk: a call per row would cost the history read half as much again)."""
-    parse = dt.datetime.fromisoformat
-    for listing_id, at, price, shipping, in_stock in rows:
-        yield listing_id, parse(at + "+00:00"), price, shipping, bool(in_stock)
+def latest_points(
+    listing_ids: Iterable[int], before: dt.datetime | None = None
+) -> dict[int, PointRow]:
+    """Each listing's latest point (observed before `before`, when given), in one query: one
+    step down the (listing, observed_at) index per listing. A listing without one is left
+    out."""
+    ids = list(listing_ids)
+    if not ids:
+        return {}
+    points = PricePoint.objects.filter(listing=OuterRef("pk"))
+    if before is not None:
+        points = points.filter(observed_at__lt=before)
+    newest = points.order_by("-observed_at", "-pk").values("pk")[:1]
+    latest = Listing.objects.filter(one_of("pk", ids)).values(point=Subquery(newest))
+    rows = PricePoint.objects.filter(pk__in=latest).values_list(*POINT_COLUMNS)
+    return {row[0]: row for row in rows}
 
 
-def newest_point_at(listing_id: int) -> object:
-    """When the listing's newest point was observed (None without one), as the database
-    gives it: what its chart is drawn from changes with it, as points are only ever added at
-    the time of an observation. One step down the (listing, observed_at) index."""
-    table = PricePoint._meta.db_table
-    with connection.cursor() as cursor:
-        # Written out: the ORM would spend longer building this query than the database
-        # answering it.
-        cursor.execute(
-            f"SELECT MAX(observed_at) FROM {table} WHERE listing_id = %s",  # noqa: S608
-            [listing_id],
-        )
-        return cursor.fetchone()[0]
+def newest_point_at(listing_id: int) -> dt.datetime | None:
+    """When the listing's newest point was observed (None without one): what its chart is
+    drawn from changes with it, as points are only ever added at the time of an
+    observation."""
+    newest = PricePoint.objects.filter(listing_id=listing_id).aggregate(at=Max("observed_at"))
+    return newest["at"]
 
 
 def load_points(listing_ids: Iterable[int], since: dt.datetime) -> dict[int, list[Point]]:

@@ -153,15 +153,6 @@ class Listing(models.Model):
     last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
     last_error_at = models.DateTimeField(verbose_name=_("last error at"), null=True, blank=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
-    # The listing's latest price point (by time, then id), kept by the database's own triggers
-    # for every writer of history (`watches.latest_point`): what "unchanged" compares with
-    # (`watches.observations`), read on the listing's row instead of down the history index.
-    point_at = models.DateTimeField(
-        verbose_name=_("latest point at"), null=True, blank=True, editable=False
-    )
-    point_price = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    point_shipping = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    point_in_stock = models.BooleanField(null=True, blank=True, editable=False)
     # What search looks in (watches.search_text.for_listing): the folded name, its readings,
     # the category's words in both languages. Kept current by save(); indexed for substring
     # search by watches.search_index (FTS5 trigram / pg_trgm).

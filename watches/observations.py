@@ -26,7 +26,6 @@ leaves a code unanswered gives `bad_response` for it.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -43,7 +42,7 @@ from common.bulk import update_by_id
 from common.lookups import one_of
 from common.text import clip
 from watches import pagecache
-from watches.history import PointRow, from_text, listing_stats, point_rows
+from watches.history import PointRow, latest_points, listing_stats, point_rows
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -74,9 +73,7 @@ _Past = PointRow
 
 
 class Seen(NamedTuple):
-    """One listing's answer, as the rule read it. (A named tuple: one is built for every
-    listing a poll or a re-fetch observes, and a frozen dataclass sets each field through
-    `object.__setattr__`.)"""
+    """One listing's answer, as the rule read it."""
 
     listing: Listing
     result: FetchResult  # what the marketplace said
@@ -146,14 +143,13 @@ def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[Pri
     against each listing's latest point before its answer as the history is now: called with
     the listings' locks held (`_lock_in_id_order`; on SQLite, the write lock), so a point
     another process kept after the answer came, even one stamped before it, is what
-    "unchanged" compares with. The latest point is read from the listing's own row, where the
-    database keeps it (`watches.latest_point`): no seek of the history index; a listing whose
-    latest point is not older than its answer (rare) is sought before that moment."""
+    "unchanged" compares with. A listing whose latest point is not older than its answer
+    (rare) is sought before that moment."""
     if not answers:
         return []
     quiet = dt.timedelta(minutes=settings.POLL_HISTORY_MIN_MINUTES)
     at = {listing.id: observation.observed_at for listing, observation in answers}
-    latest = _latest_kept(list(at))
+    latest = latest_points(list(at))
     again: dict[dt.datetime, list[int]] = defaultdict(list)
     for pk, row in latest.items():
         if row[1] >= at[pk]:
@@ -161,7 +157,7 @@ def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[Pri
     for moment, ids in again.items():
         for pk in ids:
             del latest[pk]
-        latest.update(_latest_before(ids, moment))
+        latest.update(latest_points(ids, before=moment))
     return [
         PricePoint.from_observation(listing, observation)
         for listing, observation in answers
@@ -381,96 +377,9 @@ def _recent(
         by_listing[row[0]].append(row)
     before_window = listing_ids if window < LOW_WINDOW else []
     stale = [listing_id for listing_id in listing_ids if listing_id not in by_listing]
-    for listing_id, row in _latest_before(before_window or stale, now - window).items():
+    for listing_id, row in latest_points(before_window or stale, before=now - window).items():
         by_listing[listing_id].insert(0, row)
     return by_listing
-
-
-def _latest_before(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
-    """Each listing's latest point before `moment`, in one query: one seek of the history
-    index per listing. (Filtering the points by `id = <correlated subquery>` instead ran the
-    subquery once per point of the listings — a sixth of a re-fetch over 500 listings.)"""
-    if not listing_ids:
-        return {}
-    if connection.vendor == "postgresql":
-        return _latest_before_lateral(listing_ids, moment)
-    return _latest_before_sqlite(listing_ids, moment)
-
-
-def _latest_before_lateral(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
-    """`_latest_before` on PostgreSQL: one LATERAL seek per listing id. The ORM's form
-    (points whose id is each listing's latest, by a correlated subquery) ran the seek twice
-    per listing there (once to pick the ids, once more for the set it built) and looked each
-    point up again by id: 2.4× the time over 500 listings."""
-    table, column = _point_table()
-    selected = ", ".join(column[name] for name in _PAST_COLUMNS)
-    listing, at, pk = column["listing_id"], column["observed_at"], column["id"]
-    with connection.cursor() as cursor:
-        # Only the model's own table and column names are formatted in; values are parameters.
-        cursor.execute(
-            f"SELECT {selected} FROM unnest(%s::bigint[]) AS l(id) CROSS JOIN LATERAL "  # noqa: S608
-            f"(SELECT {selected} FROM {table} WHERE {listing} = l.id AND {at} < %s "
-            f"ORDER BY {at} DESC, {pk} DESC LIMIT 1) AS p",
-            [listing_ids, moment],
-        )
-        return {row[0]: row for row in cursor.fetchall()}
-
-
-def _latest_before_sqlite(listing_ids: list[int], moment: dt.datetime) -> dict[int, _Past]:
-    """`_latest_before` on SQLite, written out: the ORM's form of the same seeks spent
-    longer composing the query and converting its values than SQLite answering it (8 ms over
-    500 listings, 3 ms written out) — the one read of a re-fetch that grows with the listings.
-    SQLite needs no LATERAL: its index ends in the rowid, so each seek is one step. The ids go
-    in as one JSON array; the time is read as text (`history.from_text`)."""
-    table, column = _point_table()
-    selected = ", ".join(
-        f"CAST(p.{column[name]} AS TEXT)" if name == "observed_at" else f"p.{column[name]}"
-        for name in _PAST_COLUMNS
-    )
-    listing, at, pk = column["listing_id"], column["observed_at"], column["id"]
-    with connection.cursor() as cursor:
-        # Only the model's own table and column names are formatted in; values are parameters.
-        cursor.execute(
-            f"SELECT {selected} FROM json_each(%s) AS l JOIN {table} AS p "  # noqa: S608
-            f"ON p.{pk} = (SELECT q.{pk} FROM {table} AS q WHERE q.{listing} = l.value "
-            f"AND q.{at} < %s ORDER BY q.{at} DESC, q.{pk} DESC LIMIT 1)",
-            [json.dumps(listing_ids), connection.ops.adapt_datetimefield_value(moment)],
-        )
-        return {row[0]: row for row in from_text(cursor.fetchall())}
-
-
-_PAST_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock")
-
-
-def _latest_kept(listing_ids: list[int]) -> dict[int, _Past]:
-    """Each listing's latest point as its row keeps it (`watches.latest_point`), in one
-    query by primary key: a listing without a point is left out. On SQLite the ids go in as
-    one JSON array and the time is read as text (`history.from_text`), as `_latest_before`."""
-    quote = connection.ops.quote_name
-    table = quote(Listing._meta.db_table)
-    with connection.cursor() as cursor:
-        # Only the model's own table name is formatted in; values are parameters.
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT id, point_at, point_price, point_shipping, point_in_stock "  # noqa: S608
-                f"FROM {table} WHERE id = ANY(%s) AND point_at IS NOT NULL",
-                [listing_ids],
-            )
-            return {row[0]: row for row in cursor.fetchall()}
-        cursor.execute(
-            "SELECT l.id, CAST(l.point_at AS TEXT), l.point_price, l.point_shipping, "  # noqa: S608
-            f"l.point_in_stock FROM json_each(%s) AS j JOIN {table} AS l ON l.id = j.value "
-            "WHERE l.point_at IS NOT NULL",
-            [json.dumps(listing_ids)],
-        )
-        return {row[0]: row for row in from_text(cursor.fetchall())}
-
-
-def _point_table() -> tuple[str, dict[str, str]]:
-    """The price points' table and each column by attribute name, quoted."""
-    quote = connection.ops.quote_name
-    column = {f.attname: quote(f.column) for f in PricePoint._meta.concrete_fields}
-    return quote(PricePoint._meta.db_table), column
 
 
 def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime) -> dict[int, int]:

@@ -43,7 +43,6 @@ FACTS_ONLY = frozenset(
     }
 )
 MAIN_PLACEHOLDER = "listing-facts-and-chart-placeholder"
-_BY_ID = f"SELECT * FROM {Listing._meta.db_table} WHERE id = %s"  # noqa: S608 (our table)
 # What `watches/_listing_facts.html` shows, and is cached under.
 FACT_FIELDS = (
     "price",
@@ -267,12 +266,7 @@ def _shared_listing_page(request: HttpRequest, listing_id: int) -> HttpResponse 
 
 
 def _listing_or_404(listing_id: int) -> Listing:
-    # The query written out: rendering the page after a poll is mostly cached fragments, and
-    # the ORM spends longer building a query by id than the database answering it.
-    found = list(Listing.objects.raw(_BY_ID, [listing_id]))
-    if not found:
-        raise Http404
-    return found[0]
+    return get_object_or_404(Listing, pk=listing_id)
 
 
 def _frame_fields(listing: Listing) -> tuple:

@@ -360,7 +360,7 @@ else:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
         "pages": {
-            "BACKEND": "common.filecache.FileCache",
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
             "LOCATION": str(VAR_DIR / "cache" / "pages"),
             "OPTIONS": {"MAX_ENTRIES": 5000},
         },

@@ -45,7 +45,7 @@ class FetchError:
     ours: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     """What the marketplace says about one item right now."""
 
@@ -59,37 +59,6 @@ class Observation:
     image_url: str = ""
     shop_name: str = ""
     extra: Mapping[str, object] = field(default_factory=dict)
-
-    # Written out rather than generated: a frozen dataclass's own `__init__` sets each field
-    # through `object.__setattr__`, ten calls for what one update of the instance's dict
-    # does — an adapter builds one for every item it answers, 2,000 in a dispatch cycle.
-    # The same parameters, defaults and order as the fields above
-    # (tests/test_observations.py checks they stay so).
-    def __init__(
-        self,
-        item_code: str,
-        price: int | None,
-        in_stock: bool,
-        observed_at: dt.datetime,
-        shipping: int | None = None,
-        name: str = "",
-        url: str = "",
-        image_url: str = "",
-        shop_name: str = "",
-        extra: Mapping[str, object] | None = None,
-    ) -> None:
-        self.__dict__.update(
-            item_code=item_code,
-            price=price,
-            in_stock=in_stock,
-            observed_at=observed_at,
-            shipping=shipping,
-            name=name,
-            url=url,
-            image_url=image_url,
-            shop_name=shop_name,
-            extra={} if extra is None else extra,
-        )
 
     @property
     def effective_price(self) -> int | None:

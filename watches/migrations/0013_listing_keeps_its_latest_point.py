@@ -1,20 +1,8 @@
-"""Each listing keeps its latest price point on its own row (`watches.latest_point`): four
-columns, the triggers that keep them for every writer of history, and every listing's derived
-from the history once."""
+"""Each listing kept its latest price point on its own row: four columns, kept by triggers
+on the price points' table. Both were removed by 0014 (a per-batch read of the history serves
+instead); a database migrated from scratch never gets the triggers."""
 
 from django.db import migrations, models
-
-
-def install(apps, schema_editor):
-    from watches.latest_point import install
-
-    install(schema_editor.connection)
-
-
-def uninstall(apps, schema_editor):
-    from watches.latest_point import uninstall
-
-    uninstall(schema_editor.connection)
 
 
 class Migration(migrations.Migration):
@@ -45,5 +33,4 @@ class Migration(migrations.Migration):
             name="point_shipping",
             field=models.PositiveIntegerField(blank=True, editable=False, null=True),
         ),
-        migrations.RunPython(install, uninstall),
     ]
