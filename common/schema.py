@@ -29,8 +29,9 @@ def unindexed_foreign_keys(
         for alter in alters:
             model = apps.get_model(app_label, alter.model_name)
             if not _own_indexes(schema_editor, model, alter.name):
-                field = model._meta.get_field(alter.name)
-                schema_editor.execute(schema_editor._create_index_sql(model, fields=[field]))
+                column = model._meta.get_field(alter.name).column
+                name = f"{model._meta.db_table}_{column}_idx"[:63]
+                schema_editor.add_index(model, Index(fields=[alter.name], name=name))
 
     return migrations.SeparateDatabaseAndState(
         state_operations=alters,
