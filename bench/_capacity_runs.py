@@ -47,7 +47,7 @@ class Fixed:
 
     def __init__(self) -> None:
         from watches.models import Listing, Watch
-        from watches.pollplan import watch_groups
+        from watches.polling.plan import watch_groups
 
         self.groups = watch_groups(Listing.objects.all())
         self.targets: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -72,7 +72,7 @@ def run_scenario(
     from django.utils import timezone
 
     from watches.marketplaces.ratelimit import RateLimiter, install_limiter
-    from watches.pollplan import watched_coverage
+    from watches.polling.plan import watched_coverage
 
     started = time.monotonic()
     reset_world(T0)
@@ -114,8 +114,8 @@ def _one_run(order: str, judging: _Judging | None, fixed: Fixed, now: dt.datetim
     or the order before the plan, with the same requests."""
     from django.conf import settings
 
-    from watches.polling import due_listings, poll, poll_batch
-    from watches.pollplan import plan, run_budget
+    from watches.polling.plan import plan, run_budget
+    from watches.polling.poll import due_listings, poll, poll_batch
 
     if order == "plan" and judging is None:
         poll(max_seconds=settings.POLL_MAX_SECONDS)
@@ -147,7 +147,7 @@ class _Judging:
         from django.utils import timezone
 
         from watches.models import Listing
-        from watches.observations import fetch, observe
+        from watches.polling.observations import fetch, observe
 
         position = {listing_id: i for i, listing_id in enumerate(ids)}
         listings = sorted(Listing.objects.filter(id__in=ids), key=lambda row: position[row.pk])

@@ -38,8 +38,8 @@ def listings_with_history(codes: list[str], days: int, per_day: int) -> list:
     statistics computed from it."""
     from django.utils import timezone
 
-    from watches.history import refresh_stats
     from watches.models import PricePoint
+    from watches.polling.history import refresh_stats
 
     listings = demo_listings(codes, [f"bench item {c}" for c in codes])
     now = timezone.now()

@@ -128,8 +128,8 @@ def daily_job() -> None:
     statistics (PostgreSQL's autovacuum would gather them on its own)."""
     from django.db import connection
 
+    from outbox.reporting.summary import refresh_snapshot
     from outbox.retention import refresh_planner_statistics
-    from outbox.summary import refresh_snapshot
 
     refresh_snapshot()
     refresh_planner_statistics()

@@ -11,14 +11,15 @@ Every scenario starts from the same database state and sees the same prices.
 
 Real (the production code, on the bench's own SQLite database, or PostgreSQL with
 `--db postgresql`, created and dropped by the bench):
-- the poll plan: `watches.pollplan.plan` over `watches.polling.due_listings`, with the run's
-  budget from `pollplan.run_budget` (rate × min(POLL_MAX_SECONDS, 60 × POLL_EVERY_MINUTES) ×
-  (1 − POLL_REFETCH_SHARE)), a run every POLL_EVERY_MINUTES, with the default settings;
+- the poll plan: `watches.polling.plan.plan` over `watches.polling.poll.due_listings`,
+  with the run's budget from `plan.run_budget` (rate × min(POLL_MAX_SECONDS,
+  60 × POLL_EVERY_MINUTES) × (1 − POLL_REFETCH_SHARE)), a run every POLL_EVERY_MINUTES,
+  with the default settings;
 - the oldest-first baseline: the order polling used before the plan,
   `due_listings` (least recently checked first, no priority), given the same requests;
-- the Rakuten adapter (`watches.observations.fetch`): real HTTP to a fake Ichiba on
+- the Rakuten adapter (`watches.polling.observations.fetch`): real HTTP to a fake Ichiba on
   127.0.0.1, through the real `Budget` of `RateLimiter`s, one per application id;
-- the observation rule (`watches.observations.observe` and its save): the listing's last
+- the observation rule (`watches.polling.observations.observe` and its save): the listing's last
   seen price, last_polled_at, typical price and 90-day low, price points — what the plan
   reads at the next run;
 - the coverage figures: `pollplan.watched_coverage`, the function admin's overview shows;
@@ -247,7 +248,7 @@ def print_advice(rows: list[Row], watched: int) -> None:
     POLL_MAX_SECONDS, the default): rate × 3,600 × (1 − POLL_REFETCH_SHARE) an hour."""
     from django.conf import settings
 
-    from watches.pollplan import OLDEST_SHARE
+    from watches.polling.plan import OLDEST_SHARE
 
     hours = rows[0].allowance / rows[0].ids / RATE / 3600
     spent = max(row.requests / row.ids / hours for row in rows)

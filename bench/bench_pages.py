@@ -1,6 +1,7 @@
 """Pages: `wrk` against the home page and a listing page (as a first-time visitor gets them:
-no cookie, so the cached whole page, `watches.pagecache.page`), with 10,000 listings and 1,000,000
-price points in the database, served by gunicorn with the deployment's settings (Procfile:
+no cookie, so the cached whole page, `watches.pages.pagecache.page`), with 10,000 listings
+and 1,000,000 price points in the database, served by gunicorn with the deployment's
+settings (Procfile:
 3 sync workers, access log on, DEBUG off) — requests/s and p99 latency, beside a minimal
 Django view on the same server (same middleware, no database: `bench/pages_urls.py`). On
 SQLite and on PostgreSQL (a database the bench creates and drops); the URLs are measured in
@@ -181,7 +182,7 @@ def check_pages(base: str, listing_id: int) -> None:
     import requests
 
     from watches.models import Listing
-    from watches.pagecache import CSRF_PLACEHOLDER
+    from watches.pages.pagecache import CSRF_PLACEHOLDER
 
     home = requests.get(f"{base}/", timeout=30).text
     listing = requests.get(f"{base}/listings/{listing_id}/", timeout=30).text

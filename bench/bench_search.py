@@ -55,7 +55,7 @@ def build() -> None:
 
     from demo.catalogue import CATALOGUE
     from watches.models import Listing
-    from watches.search_text import fold, for_listing
+    from watches.search.text import fold, for_listing
 
     texts = {
         (item.code, variant): for_listing(f"{item.name} {variant}", item.category)
@@ -85,7 +85,7 @@ def build() -> None:
 
 
 def ours(query: str) -> tuple[int, list]:
-    from watches.search import search_results
+    from watches.search.query import search_results
 
     found = search_results(query)
     return _first_page(found.listings)
@@ -93,7 +93,7 @@ def ours(query: str) -> tuple[int, list]:
 
 def scan(query: str) -> tuple[int, list]:
     from watches.models import Listing
-    from watches.search import SEARCH_CAP
+    from watches.search.query import SEARCH_CAP
 
     results = Listing.objects.filter(paused=False)
     for word in query.split():

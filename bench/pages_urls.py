@@ -9,8 +9,8 @@ from unittest import mock
 from django.http import HttpResponse
 from django.urls import include, path
 
-from watches import pagecache
-from watches.views import listing_detail
+from watches.pages import pagecache
+from watches.pages.views import listing_detail
 
 
 def minimal(request):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from watches.jan import check_digit
+from watches.products.jan import check_digit
 
 
 @dataclass(frozen=True)

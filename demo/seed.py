@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from demo.catalogue import CATALOGUE, DemoItem
 from demo.models import DemoProduct
-from watches.history import refresh_stats
 from watches.models import Channel, Device, Listing, PricePoint, Product, Trigger, Watch
+from watches.polling.history import refresh_stats
 
 
 def _history(

@@ -29,7 +29,7 @@ def demo_tick() -> dict[str, int]:
         return {"moves": 0}
     # Imported here: the models of an app that is not installed cannot be imported at all.
     from demo.market import tick
-    from watches.polling import poll
+    from watches.polling.poll import poll
 
     counts = poll(source="demo", force=True).as_json()
     counts["moves"] = len(tick())

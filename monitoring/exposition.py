@@ -7,7 +7,7 @@ dispatcher's counts would be on no page Prometheus can scrape, and its files nee
 when workers restart. Here every web process answers the same figures for the whole service:
 the gauges are counted from the outbox and listing tables (the queries the admin overview
 already makes fast), the counters and histograms are the `Counter` rows every process adds
-to (`monitoring.counters`). One scrape costs about what one overview costs.
+to (`common.counters`). One scrape costs about what one overview costs.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from monitoring import counters
+from common import counters
 from monitoring.models import Counter
 from outbox.models import Outbox, Status
-from outbox.stats import due_now, outbox_stats
+from outbox.reporting.stats import due_now, outbox_stats
 from watches.models import Listing
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -32,7 +32,7 @@ def readiness(now: dt.datetime | None = None) -> Readiness:
     queue lag is at most READYZ_MAX_QUEUE_LAG_SECONDS. Without a database the other two are
     reported as not checked (and not ok)."""
     from outbox.models import DispatchRun
-    from outbox.stats import lag_seconds, oldest_due_at
+    from outbox.reporting.stats import lag_seconds, oldest_due_at
 
     now = now or timezone.now()
     result = Readiness()

@@ -12,12 +12,13 @@ import atexit
 from django.core.signals import request_finished
 from django.db.models.signals import post_save
 
-from monitoring import counters
+from common import counters
+from monitoring import store
 
 
 def _flush(**kwargs) -> None:
     if counters.has_pending():
-        counters.flush()
+        store.flush()
 
 
 def _cycle_recorded(sender, instance, created: bool, **kwargs) -> None:

@@ -2,7 +2,7 @@
 
 Web and worker processes run on several hosts, and Prometheus scrapes any one web process:
 a counter kept in a process's memory would show only that process's share. So each process
-adds what it counted to these rows (`monitoring.counters.flush`), and /metrics reads them.
+adds what it counted to these rows (`monitoring.store.flush`), and /metrics reads them.
 """
 
 from __future__ import annotations

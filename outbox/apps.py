@@ -24,7 +24,7 @@ class OutboxConfig(AppConfig):
     def ready(self) -> None:
         from common.longlived import freeze_at_spawn
         from outbox.lease import check_settings
-        from outbox.levers import drop_for_paused_listings
+        from outbox.reporting.levers import drop_for_paused_listings
 
         check_settings()  # a lease a live dispatcher could outlive stops start-up
         from watches.services import listings_paused

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
-from monitoring.counters import delivery_timer
+from common.counters import delivery_timer
 from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_channel
 from outbox.clock import Clock
 from outbox.models import Outbox, Reason, Status

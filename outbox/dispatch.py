@@ -316,7 +316,7 @@ def _refetch_products(
 
 # What a cycle reads of its rows, their watches, listings and devices (`only()`): every
 # field the guards, the re-fetch, the re-check, the digest, the channels and the recording
-# read. A field missing here is loaded row by row on first read (tests/test_dispatch.py
+# read. A field missing here is loaded row by row on first read (tests/outbox/test_dispatch.py
 # checks that a cycle's queries do not grow with its rows).
 ROW_FIELDS = (
     "id",

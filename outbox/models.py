@@ -242,8 +242,8 @@ class DispatchRun(models.Model):
 class CountSnapshot(models.Model):
     """The counts of settled rows (sent, dropped) that last moved before `boundary`, per
     service day, status, reason and channel: what the overview would otherwise re-count
-    from a million rows on every view. Taken daily (`outbox.summary.refresh_snapshot`); only the
-    latest is kept."""
+    from a million rows on every view. Taken daily
+    (`outbox.reporting.summary.refresh_snapshot`); only the latest is kept."""
 
     taken_at = models.DateTimeField()
     # Settled rows with updated_at < boundary and id <= last_id are in the snapshot; the

@@ -4,7 +4,7 @@ Run daily by the django-q2 schedule `outbox-retention`. Deletes, in short batche
 are terminal (`sent`, `dropped`, `failed`) and have not moved for the retention period,
 together with their events; rows still in the queue (`pending`, `sending`, `retry`) are never
 touched, however old. Old DispatchRun rows go too. Then it takes the day's snapshot of the
-settled counts (`outbox.summary`) and, on SQLite, refreshes the query planner's statistics
+settled counts (`outbox.reporting.summary`) and, on SQLite, refreshes the query planner's statistics
 (see `refresh_planner_statistics`).
 """
 
@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from outbox.models import TERMINAL, DispatchRun, Outbox, OutboxEvent
-from outbox.summary import refresh_snapshot
+from outbox.reporting.summary import refresh_snapshot
 
 log = logging.getLogger("outbox.retention")
 

@@ -25,8 +25,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
 from django.utils import timezone
 
+from common.counters import count_transition
 from common.lookups import among
-from monitoring.counters import count_transition
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
 # to-status -> statuses it may be reached from

@@ -41,7 +41,7 @@ def _english_unless_asked(settings):
     """The product speaks Japanese to a browser that states no language (LANGUAGE_CODE "ja").
     Tests read the English source strings, so a request without Accept-Language, and code
     outside any request, get English here; tests of the languages themselves send
-    Accept-Language or restore "ja" (tests/test_i18n.py)."""
+    Accept-Language or restore "ja" (tests/pages/test_i18n.py)."""
     settings.LANGUAGE_CODE = "en"
 
 
@@ -62,7 +62,7 @@ def _fresh_cache():
 def _no_metrics_from_other_tests():
     """Counts for /metrics wait in the process until a flush: none may leak from one test's
     database into another's (or, at exit, into a real database)."""
-    from monitoring import counters
+    from common import counters
 
     counters.discard_pending()
     yield

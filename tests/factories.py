@@ -155,8 +155,8 @@ class DispatchRunFactory(factory.django.DjangoModelFactory):
 def with_history(listing: Listing, prices: list[int | None], *, now) -> Listing:
     """One price point a day ending the day before `now` (None: out of stock), then the
     listing's typical price and 90-day low recomputed from it, as polling keeps them."""
-    from watches.history import refresh_stats
     from watches.models import PricePoint
+    from watches.polling.history import refresh_stats
 
     start = now - dt.timedelta(days=len(prices))
     PricePoint.objects.bulk_create(

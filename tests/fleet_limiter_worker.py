@@ -1,4 +1,4 @@
-"""Run in a child process by tests/test_fleet_ratelimit.py: one process of the fleet taking
+"""Run in a child process by tests/watches/test_fleet_ratelimit.py: one process of the fleet taking
 slots from the shared budget. Imports nothing of Django: the limiter needs only Redis."""
 
 from __future__ import annotations

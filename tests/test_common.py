@@ -399,4 +399,3 @@ def test_a_bad_mail_setting_stops_start_up_naming_it(name, value):
     )
     assert done.returncode != 0
     assert name in done.stderr
-

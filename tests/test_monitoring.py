@@ -18,7 +18,8 @@ from django.core.management import call_command
 from django.utils.timezone import now as timezone_now
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring import counters
+from common import counters
+from monitoring import store
 from monitoring.models import Counter
 from outbox.dispatch import run_cycle
 from outbox.models import Reason, Status
@@ -135,7 +136,7 @@ def test_outbox_figures_are_the_ones_outbox_stats_prints(client, settings):
 
 @pytest.mark.django_db
 def test_outbox_figures_agree_with_outbox_stats_over_a_count_snapshot(client):
-    from outbox.summary import refresh_snapshot
+    from outbox.reporting.summary import refresh_snapshot
 
     watch = WatchFactory()
     for day in range(20):
@@ -259,7 +260,8 @@ def test_counters_from_several_processes_add_up(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         import django
         django.setup()
-        from monitoring import counters
+        from common import counters
+        from monitoring import store
         go = Path({str(tmp_path / "go")!r})
         while not go.exists():
             time.sleep(0.01)
@@ -267,7 +269,7 @@ def test_counters_from_several_processes_add_up(tmp_path):
             for _ in range(250):
                 counters.count(counters.TRANSITIONS, to="sent", reason="delivered")
             counters.observe(counters.DELIVERY_SECONDS, 0.2, channel="webpush")
-            assert counters.flush() == 1 + 8 + 2  # the total; 8 buckets (0.25…+Inf), sum, count
+            assert store.flush() == 1 + 8 + 2  # the total; 8 buckets (0.25…+Inf), sum, count
         """
     )
     children = [subprocess.Popen([sys.executable, "-c", script], env=child_env()) for _ in range(4)]
@@ -288,10 +290,10 @@ def test_a_failed_flush_keeps_the_counts_for_the_next(monkeypatch):
     def down(amounts):
         raise DatabaseError("server closed the connection")
 
-    monkeypatch.setattr(counters, "_upsert", down)
-    assert counters.flush() == 0 and counters.has_pending()
+    monkeypatch.setattr(store, "_upsert", down)
+    assert store.flush() == 0 and counters.has_pending()
     monkeypatch.undo()
-    assert counters.flush() == 1
+    assert store.flush() == 1
     assert Counter.objects.get().value == 2
 
 

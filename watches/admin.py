@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import Device, Listing, Product, Watch
 from watches.pausing import PauseResult, pause_listings
-from watches.product_watches import describe_product
+from watches.products.watches import describe_product
 from yasugoro.admin_mixins import PlainActionCheckboxMixin
 
 # (label, url) of a page elsewhere about one listing, e.g. the outbox's notifications for it.
@@ -289,7 +289,7 @@ class DeviceAdmin(admin.ModelAdmin):
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     """Products (one per JAN code) and how many shops offer them. The pack size set here is
-    every offer's too (`watches.product_watches.describe_product`)."""
+    every offer's too (`watches.products.watches.describe_product`)."""
 
     list_display = ("jan", "name", "units_per_pack", "unit_label", "offers", "last_polled_at")
     search_fields = ("=jan", "name")

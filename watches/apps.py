@@ -14,7 +14,7 @@ def _ensure_schedules(sender, **kwargs) -> None:
 def _ensure_triggers(sender, using="default", **kwargs) -> None:
     from django.db import connections
 
-    from watches import search_index
+    from watches.search import index as search_index
 
     search_index.install(connections[using])
 
@@ -22,7 +22,7 @@ def _ensure_triggers(sender, using="default", **kwargs) -> None:
 def _listing_deleted(sender, instance, **kwargs) -> None:
     from django.db import transaction
 
-    from watches.pagecache import listings_changed
+    from watches.pages.pagecache import listings_changed
 
     # Cached pages may show it (a listing page is served from the cache without a query).
     pk = instance.pk

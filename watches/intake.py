@@ -18,9 +18,9 @@ from django.utils.translation import gettext as _
 
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
-from watches.jan import InvalidJAN, normalise_jan
 from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
 from watches.models import Listing, PricePoint, Source
+from watches.products.jan import InvalidJAN, normalise_jan
 
 log = logging.getLogger("watches.intake")
 

@@ -126,8 +126,8 @@ class Listing(models.Model):
     )
     in_stock = models.BooleanField(verbose_name=_("in stock"), null=True, blank=True)
     # Denormalised from the price history so the home page can sort "cheap right now" without
-    # reading history: kept by every observation (watches.observations, for polls and
-    # re-fetches alike), recomputed in bulk by watches.history.refresh_stats.
+    # reading history: kept by every observation (watches.polling.observations, for polls and
+    # re-fetches alike), recomputed in bulk by watches.polling.history.refresh_stats.
     typical_price = models.PositiveIntegerField(
         verbose_name=_("typical price"),
         null=True,
@@ -142,7 +142,7 @@ class Listing(models.Model):
     )
     # When typical_price and low_90 were last computed from the history itself. A re-fetch
     # soon after (the dispatcher's, minutes after the poll that detected a crossing) folds its
-    # observation into them instead of reading the history again (watches.observations).
+    # observation into them instead of reading the history again (watches.polling.observations).
     stats_at = models.DateTimeField(
         verbose_name=_("statistics computed at"), null=True, blank=True, editable=False
     )
@@ -153,9 +153,9 @@ class Listing(models.Model):
     last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
     last_error_at = models.DateTimeField(verbose_name=_("last error at"), null=True, blank=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
-    # What search looks in (watches.search_text.for_listing): the folded name, its readings,
+    # What search looks in (watches.search.text.for_listing): the folded name, its readings,
     # the category's words in both languages. Kept current by save(); indexed for substring
-    # search by watches.search_index (FTS5 trigram / pg_trgm).
+    # search by watches.search.index (FTS5 trigram / pg_trgm).
     search_text = models.TextField(
         verbose_name=_("search text"), blank=True, default="", editable=False
     )
@@ -184,7 +184,7 @@ class Listing(models.Model):
         return self.name or f"{self.source}:{self.item_code}"
 
     def save(self, *args, **kwargs) -> None:
-        from watches.search_text import for_listing
+        from watches.search.text import for_listing
 
         self.search_text = for_listing(self.name, self.category)
         update_fields = kwargs.get("update_fields")
@@ -192,7 +192,7 @@ class Listing(models.Model):
             kwargs["update_fields"] = {*update_fields, "search_text"}
         super().save(*args, **kwargs)
         # A listing saved one by one (staff, add by link, the demo seed) shows at once.
-        from watches.pagecache import listings_changed
+        from watches.pages.pagecache import listings_changed
 
         listings_changed([self.pk])
 

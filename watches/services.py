@@ -10,7 +10,7 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   low, errors) — or, within a freshness bound the caller gives, take a poll's observation
   instead of asking again (`refetch_or_reuse` also says which answers those were);
 - `refetch_products`: the same for product watches — every shop's offer of each product, one
-  request per product and marketplace, kept by the same rule (`watches.product_refetch`);
+  request per product and marketplace, kept by the same rule (`watches.products.refetch`);
   its `ProductAnswer` names the best offer in stock now;
 - `advance_baselines`: a notification was delivered, so the watch's `last_notified_*` move;
 - `deactivate_gone_subscriptions`: the push service said a subscription is gone;
@@ -37,14 +37,14 @@ from django.db.models import Q
 from django.dispatch import Signal
 
 from common.bulk import update_by_id
-from watches import pagecache
 from watches.email_address import record_bounces, unsubscribe_token
 from watches.marketplaces.base import FetchResult
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
-from watches.observations import fetch, fresh_observations, observe
-from watches.pollplan import budget_status, watched_coverage
-from watches.product_refetch import ProductAnswer, refetch_products
+from watches.pages import pagecache
+from watches.polling.observations import fetch, fresh_observations, observe
+from watches.polling.plan import budget_status, watched_coverage
+from watches.products.refetch import ProductAnswer, refetch_products
 from watches.subscriptions import endpoint_allowed
 
 __all__ = [
@@ -78,7 +78,7 @@ def refetch(
     as_loaded: bool = False,
 ) -> dict[int, FetchResult]:
     """Ask each listing's marketplace about it now (one adapter call per source; no
-    transaction open), keep every answer by the observation rule (`watches.observations`,
+    transaction open), keep every answer by the observation rule (`watches.polling.observations`,
     saved in one short transaction), and return the answers by listing id. The listings are
     updated in memory too. Never raises for an adapter's failure: that is an answer.
 

@@ -7,8 +7,8 @@ import uuid
 from django.conf import settings
 from django.core.cache import caches
 
-from watches.polling import poll as poll_listings
-from watches.product_polling import poll_products
+from watches.polling.poll import poll as poll_listings
+from watches.products.polling import poll_products
 
 POLL_LOCK = "watches-poll-running"
 

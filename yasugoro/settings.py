@@ -307,7 +307,7 @@ POLL_BATCH_SIZE = env_int("POLL_BATCH_SIZE", 100, minimum=1)
 # below Q_TIMEOUT.
 POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
 # The share of a rate-limited marketplace's budget a polling run leaves to the dispatcher's
-# re-fetches (watches.pollplan).
+# re-fetches (watches.polling.plan).
 POLL_REFETCH_SHARE = env_float("POLL_REFETCH_SHARE", 0.2, minimum=0)
 if POLL_REFETCH_SHARE >= 1:
     raise ImproperlyConfigured(f"POLL_REFETCH_SHARE must be below 1, got {POLL_REFETCH_SHARE}")
@@ -335,7 +335,7 @@ if DEMO_MARKET:
 REDIS_URL = env_str("REDIS_URL")
 # Throttles (the test-notification cooldown) must be shared by every web process: on Redis
 # when there is one, else in the process (fine for the single process of `make run`).
-# Page fragments (watches.pagecache) and the prices version that invalidates them must be
+# Page fragments (watches.pages.pagecache) and the prices version that invalidates them must be
 # shared by the web processes and the cluster that polls: Redis, or files under var/.
 if REDIS_URL:
     CACHES = {

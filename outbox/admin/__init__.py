@@ -1,9 +1,10 @@
 """Staff's view of the outbox: the overview (counts and reasons at a glance), a changelist
 that stays fast on a million rows, the story of every notification, and safe levers.
 
-The admin adds no logic of its own: numbers come from `outbox.stats`, their arrangement from
-`outbox.overview`, and every lever is a function of `outbox.levers` that moves rows through
-the state machine. Nothing here writes an outbox row with `save()`.
+The admin adds no logic of its own: numbers come from `outbox.reporting.stats`, their
+arrangement from `outbox.reporting.overview`, and every lever is a function of
+`outbox.reporting.levers` that moves rows through the state machine. Nothing here writes
+an outbox row with `save()`.
 
 - `changelist` — the Outbox admin: columns, search, levers;
 - `filters` — queue, window and listing filters;

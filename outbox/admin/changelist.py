@@ -13,7 +13,6 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from outbox import levers
 from outbox.admin.display import choice_label, compact_time
 from outbox.admin.filters import (
     ListingFilter,
@@ -25,7 +24,8 @@ from outbox.admin.filters import (
 from outbox.admin.overview_page import OverviewMixin
 from outbox.admin.row_detail import RowDetailMixin
 from outbox.models import DUE_STATUSES, TERMINAL, Outbox, Reason, Status
-from outbox.paginator import CappedCountPaginator
+from outbox.reporting import levers
+from outbox.reporting.paginator import CappedCountPaginator
 from watches.models import Channel, Listing, Trigger, Watch
 from yasugoro.admin_mixins import PlainActionCheckboxMixin, ReadOnlyAdminMixin
 

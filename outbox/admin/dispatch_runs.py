@@ -7,7 +7,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from outbox.models import DispatchRun
-from outbox.paginator import CappedCountPaginator
+from outbox.reporting.paginator import CappedCountPaginator
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
 
 

@@ -10,8 +10,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from outbox.models import DUE_STATUSES, Reason, Status
-from outbox.overview import WINDOW_LABELS
-from outbox.stats import WINDOWS, due_now, stuck_in_sending
+from outbox.reporting.overview import WINDOW_LABELS
+from outbox.reporting.stats import WINDOWS, due_now, stuck_in_sending
 from watches.models import Device, Listing, Watch
 
 

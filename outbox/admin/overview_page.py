@@ -1,6 +1,7 @@
 """The overview in the admin: a page of its own, and a panel on top of the changelist. The
-numbers come from `outbox.stats`, their arrangement from `outbox.overview`; the page adds the
-marketplaces' budgets and the coverage of watched listings (from `watches.services`)."""
+numbers come from `outbox.reporting.stats`, their arrangement from
+`outbox.reporting.overview`; the page adds the marketplaces' budgets and the coverage of
+watched listings (from `watches.services`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext
 
-from outbox.overview import Overview, build_overview
-from outbox.stats import outbox_stats
+from outbox.reporting.overview import Overview, build_overview
+from outbox.reporting.stats import outbox_stats
 from watches import services
 
 
@@ -57,7 +58,7 @@ class OverviewMixin:
 
 def marketplace_overview(now) -> dict:
     """The marketplaces' budgets per application id and the coverage of watched listings
-    (watches.pollplan), for the overview page only: the budget may live in Redis."""
+    (watches.polling.plan), for the overview page only: the budget may live in Redis."""
     return {
         "budgets": services.budget_status(now),
         "coverage": services.watched_coverage(now),

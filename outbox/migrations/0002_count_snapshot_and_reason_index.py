@@ -211,7 +211,7 @@ class Migration(migrations.Migration):
             model_name='countsnapshotrow',
             constraint=models.UniqueConstraint(fields=('snapshot', 'day', 'status', 'reason'), name='countsnapshotrow_key'),
         ),
-        # No snapshot is taken here: `outbox.summary.refresh_snapshot` writes the columns of
+        # No snapshot is taken here: `outbox.reporting.summary.refresh_snapshot` writes the columns of
         # today's model (a channel per count, from 0006), which this state does not have yet.
         # 0006 takes the first one, counting the rows already there.
     ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 def retake_snapshot(apps, schema_editor):
     """The snapshot's rows had no channel: count them again, per channel, so the overview's
     channel table is right from the first view after this migration."""
-    from outbox.summary import refresh_snapshot
+    from outbox.reporting.summary import refresh_snapshot
 
     refresh_snapshot(
         outbox=apps.get_model("outbox", "Outbox"),

@@ -31,9 +31,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from common.counters import count_marketplace_request
 from common.retry_after import parse_retry_after
 from common.text import clip
-from monitoring.counters import count_marketplace_request
 from watches.marketplaces.answers import MAX_DETAIL as _MAX_DETAIL
 from watches.marketplaces.answers import Malformed as _Malformed
 from watches.marketplaces.answers import field as _field

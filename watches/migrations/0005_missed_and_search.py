@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 def fill_search_text(apps, schema_editor):
     # The same function as Listing.save(): the historical model has no save() override.
-    from watches.search_text import for_listing
+    from watches.search.text import for_listing
 
     # The database being migrated, which need not be the default one.
     listings = apps.get_model("watches", "Listing").objects.using(schema_editor.connection.alias)
@@ -24,13 +24,13 @@ def fill_search_text(apps, schema_editor):
 
 
 def install_index(apps, schema_editor):
-    from watches.search_index import install
+    from watches.search.index import install
 
     install(schema_editor.connection)
 
 
 def uninstall_index(apps, schema_editor):
-    from watches.search_index import uninstall
+    from watches.search.index import uninstall
 
     uninstall(schema_editor.connection)
 

@@ -1,4 +1,4 @@
-"""The latest price point is read from the history per batch again (`watches.polling`): the
+"""The latest price point is read from the history per batch again (`watches.polling.poll`): the
 triggers that kept a copy on each listing's row, and the four columns, go."""
 
 from django.db import migrations

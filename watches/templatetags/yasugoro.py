@@ -11,7 +11,8 @@ from django.conf import settings
 from django.utils import dateformat
 from django.utils.translation import pgettext
 
-from watches import units, vocabulary
+from watches import units
+from watches.search import vocabulary
 
 register = template.Library()
 

@@ -13,8 +13,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone, translation
 
-from outbox.overview import short_duration
-from outbox.stats import ALL_TIME, outbox_stats, parse_since
+from outbox.reporting.overview import short_duration
+from outbox.reporting.stats import ALL_TIME, outbox_stats, parse_since
 
 
 class Command(BaseCommand):

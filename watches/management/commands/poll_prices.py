@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from watches.models import Listing
-from watches.polling import PollResult, next_due_at, poll
-from watches.product_polling import poll_products
+from watches.polling.poll import PollResult, next_due_at, poll
+from watches.products.polling import poll_products
 
 # Below this many listings a run is over before a progress line would help.
 _PROGRESS_FROM = 100

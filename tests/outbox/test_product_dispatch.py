@@ -1,0 +1,168 @@
+"""The dispatcher re-checks a product watch on the product's best offer now (issue 16):
+end to end against the fake Yahoo! Shopping on 127.0.0.1, the decrypting push service and
+the SMTP server — one request per product per cycle, the message naming the shop that is
+cheapest at send time."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import time_machine
+
+from outbox.dispatch import run_cycle
+from outbox.models import Outbox, OutboxEvent, Reason, Status
+from tests.factories import DeviceFactory, EmailDeviceFactory
+from tests.fakes.push_service import subscribe
+from tests.fakes.smtp_server import text_and_html
+from tests.watches.test_products import JAN, START, five_shops, poll_at, watch
+from watches.models import Listing, PricePoint, Product
+from watches.products.intake import add_product
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def product(yahoo) -> Product:
+    """A product with five shops' offers at ¥620, ¥520, ¥550, ¥505 and ¥700."""
+    five_shops(yahoo)
+    with time_machine.travel(START, tick=False):
+        made = add_product(JAN)
+    yahoo.requests.clear()
+    return made
+
+
+def dispatch_at(minutes: int):
+    with time_machine.travel(START + dt.timedelta(minutes=minutes), tick=False):
+        return run_cycle()
+
+
+def offer(code: str) -> Listing:
+    return Listing.objects.get(source="yahoo", item_code=code)
+
+
+def test_a_shop_gone_back_up_is_replaced_by_the_cheapest_shop_still_under_the_target(
+    product, yahoo, client, push_service
+):
+    subscriber = push_service.new_subscriber()
+    made = watch(product, device=subscribe(client, subscriber), target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    detected = Outbox.objects.get(watch=made).detected_payload
+    assert (detected["item_code"], detected["price"]) == ("store3_tp-12r", 480)
+    # Before dispatch the detected shop goes back up, and another shop comes down to ¥495.
+    yahoo.set("store3_tp-12r", price=600)
+    yahoo.set("store4_tp-12r", price=495)
+    yahoo.requests.clear()
+
+    dispatch_at(21)
+
+    row = Outbox.objects.get(watch=made)
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    [received] = push_service.received
+    assert received.decrypt_error is None
+    message = received.payload
+    assert message["price"] == 495
+    assert "ストア store4" in message["body"] and "¥495" in message["body"]
+    assert "free shipping" in message["body"]
+    assert "store3" not in message["body"] and "¥480" not in message["body"]
+    assert message["url"] == f"/listings/{offer('store4_tp-12r').pk}/"
+    # One request for the whole product: by JAN, never for the detected listing.
+    assert [query.get("jan_code") for query in yahoo.requests] == [JAN]
+    # The answer was kept like any re-fetch: each shop's last-seen state and a history point.
+    assert offer("store3_tp-12r").price == 600 and offer("store4_tp-12r").price == 495
+    assert PricePoint.objects.filter(listing=offer("store4_tp-12r"), price=495).exists()
+
+
+def test_no_shop_at_or_below_the_target_any_more_drops_condition_lost(
+    product, yahoo, client, push_service
+):
+    made = watch(product, device=subscribe(client, push_service.new_subscriber()), target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    yahoo.set("store3_tp-12r", price=600)  # the others stay at 505 and above
+    yahoo.requests.clear()
+
+    dispatch_at(21)
+
+    row = Outbox.objects.get(watch=made)
+    assert (row.status, row.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
+    assert push_service.received == []
+    assert yahoo.asked_for_jan(JAN) == 1 and len(yahoo.requests) == 1
+
+
+def test_no_shop_in_stock_drops_out_of_stock(product, yahoo, recording_channel):
+    made = watch(product, target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    for number in range(1, 6):
+        yahoo.set(f"store{number}_tp-12r", inStock=False)
+
+    dispatch_at(21)
+
+    row = Outbox.objects.get(watch=made)
+    assert (row.status, row.reason) == (Status.DROPPED, Reason.OUT_OF_STOCK)
+    assert recording_channel.delivered == []
+
+
+def test_many_rows_of_one_product_cost_one_request_per_cycle(product, yahoo, recording_channel):
+    watches = [watch(product, device=DeviceFactory(), target_price=500) for _ in range(4)]
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 4
+    yahoo.requests.clear()
+
+    dispatch_at(21)
+
+    assert set(Outbox.objects.filter(watch__in=watches).values_list("status", flat=True)) == {
+        Status.SENT
+    }
+    assert len(recording_channel.delivered) == 4
+    assert yahoo.asked_for_jan(JAN) == 1 and len(yahoo.requests) == 1
+
+
+def test_a_marketplace_that_cannot_answer_retries_the_row(product, yahoo, recording_channel):
+    made = watch(product, target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    yahoo.behave[JAN] = "server"
+
+    dispatch_at(21)
+
+    row = Outbox.objects.get(watch=made)
+    assert (row.status, row.reason) == (Status.RETRY, Reason.REFETCH_SERVER)
+    assert recording_channel.delivered == []
+
+
+def test_the_mail_names_the_shop_its_price_and_shipping_and_links_to_it(
+    product, yahoo, smtp_server
+):
+    made = watch(product, device=EmailDeviceFactory(), target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    yahoo.set("store3_tp-12r", price=600)
+    yahoo.set("store4_tp-12r", price=495)
+
+    dispatch_at(21)
+
+    row = Outbox.objects.get(watch=made)
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    [mail] = smtp_server.messages()
+    text, html = text_and_html(mail)
+    for part in (text, html):
+        assert "ストア store4" in part and "¥495" in part and "free shipping" in part
+        assert "https://store.shopping.yahoo.co.jp/store4/tp-12r.html" in part
+    sent = OutboxEvent.objects.get(outbox=row, to_status=Status.SENT)
+    assert sent.data["message"]["listing"] == offer("store4_tp-12r").pk
+
+
+def test_the_message_names_shop_and_shipping_in_japanese_too(product, yahoo, recording_channel):
+    made = watch(product, device=DeviceFactory(language="ja"), target_price=500)
+    yahoo.set("store3_tp-12r", price=480, shipping={"code": 1, "name": "設定なし"})
+    assert poll_at(20).enqueued == 1
+
+    dispatch_at(21)
+
+    assert Outbox.objects.get(watch=made).status == Status.SENT
+    ((_, message),) = recording_channel.delivered
+    assert "ストア store3: ¥480、送料不明。" in message.body
+    assert message.data["shop_url"] == "https://store.shopping.yahoo.co.jp/store3/tp-12r.html"

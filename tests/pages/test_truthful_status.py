@@ -1,0 +1,194 @@
+"""What the pages promise matches what will happen: with notifications off nothing promises a
+notification, and a trigger that fires leaves "we would have told you" on /notifications/;
+a watch already told at this price says so; held-back entries show both prices."""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+
+import pytest
+from django.core.management import call_command
+
+from demo.market import set_product
+from outbox.models import Outbox, Reason, Status
+from tests.factories import ListingFactory, WatchFactory, device_with_cookie
+from tests.outbox_helpers import enqueue_for
+from watches.models import Channel, Watch
+from watches.polling.poll import poll
+
+pytestmark = pytest.mark.django_db
+
+TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
+T0 = dt.datetime(2026, 12, 1, 10, 0, tzinfo=TOKYO)
+EXPECT = "expect a notification after the next price check"
+NEXT_CHECK = "we tell you after the next check"
+
+
+@pytest.fixture
+def clock(time_machine):
+    time_machine.move_to(T0, tick=False)
+    return time_machine
+
+
+@pytest.fixture
+def listing(clock):
+    return ListingFactory(name="スコッティ 12ロール", price=520, units_per_pack=None, unit_label="")
+
+
+def push_on(client):
+    device, _ = device_with_cookie(
+        client, push_endpoint="https://fcm.googleapis.com/fcm/send/x", push_active=True
+    )
+    return device
+
+
+def push_off(client):
+    device, _ = device_with_cookie(client)
+    return device
+
+
+def test_with_notifications_off_the_listing_page_promises_nothing(client, listing):
+    WatchFactory(device=push_off(client), listing=listing, target_price=600)
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert EXPECT not in body
+    assert "It is already ¥520, at or below your price, but notifications are off" in body
+    assert "Notifications are off for this browser." in body
+
+
+def test_with_notifications_on_the_listing_page_expects_a_notification(client, listing):
+    WatchFactory(device=push_on(client), listing=listing, target_price=600)
+    assert EXPECT in client.get(f"/listings/{listing.pk}/").content.decode()
+
+
+def test_a_watch_already_told_at_this_price_says_so_instead_of_promising(client, listing):
+    told_at = T0 - dt.timedelta(hours=3)
+    WatchFactory(
+        device=push_on(client),
+        listing=listing,
+        target_price=600,
+        last_notified_price=520,
+        last_notified_at=told_at,
+    )
+    listing_page = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert EXPECT not in listing_page
+    assert "We told you ¥520 on Dec 1, 07:00; we tell you again if it drops further." in (
+        listing_page
+    )
+    watches_page = client.get("/watches/").content.decode()
+    assert NEXT_CHECK not in watches_page
+    assert "We told you on Dec 1, 07:00; we tell you again if it goes lower." in watches_page
+
+
+def test_a_lower_price_than_told_is_news_again(client, listing):
+    WatchFactory(
+        device=push_on(client),
+        listing=listing,
+        target_price=600,
+        last_notified_price=560,
+        last_notified_at=T0 - dt.timedelta(days=1),
+    )
+    assert EXPECT in client.get(f"/listings/{listing.pk}/").content.decode()
+    assert NEXT_CHECK in client.get("/watches/").content.decode()
+
+
+def test_with_notifications_off_my_watches_says_it_cannot_tell(client, listing):
+    WatchFactory(device=push_off(client), listing=listing, target_price=600)
+    body = client.get("/watches/").content.decode()
+    assert NEXT_CHECK not in body
+    assert "At or below your line now, but notifications are off for this browser" in body
+
+
+# --- "We would have told you" -------------------------------------------------------------
+
+
+def test_a_trigger_for_a_device_that_cannot_be_reached_is_kept_on_the_watch(clock):
+    listing = ListingFactory(price=700, last_polled_at=None)
+    off = WatchFactory(device=device_with_cookie()[0], listing=listing, target_price=600)
+    set_product(listing.item_code, price=520)
+    result = poll()
+    assert (result.observations, result.enqueued) == (1, 0)
+    assert Outbox.objects.count() == 0, "no row the dispatcher could only drop"
+    off.refresh_from_db()
+    assert (off.missed_price, off.missed_at) == (520, T0)
+
+    # The same price at the next poll: the first time it was seen stays.
+    clock.move_to(T0 + dt.timedelta(minutes=15), tick=False)
+    poll(force=True)
+    off.refresh_from_db()
+    assert (off.missed_price, off.missed_at) == (520, T0)
+
+    # Lower still: the newest miss is kept.
+    clock.move_to(T0 + dt.timedelta(minutes=30), tick=False)
+    set_product(listing.item_code, price=500)
+    poll(force=True)
+    off.refresh_from_db()
+    assert (off.missed_price, off.missed_at) == (500, T0 + dt.timedelta(minutes=30))
+
+
+def test_a_reachable_device_still_gets_its_row_and_no_missed_mark(clock):
+    listing = ListingFactory(price=520, last_polled_at=None)
+    on = WatchFactory(listing=listing, target_price=600)  # console channel: reachable
+    assert poll().enqueued == 1
+    on.refresh_from_db()
+    assert on.missed_price is None and on.missed_at is None
+
+
+def test_the_history_page_shows_what_we_would_have_told(client, clock):
+    listing = ListingFactory(name="スコッティ 12ロール", price=700, last_polled_at=None)
+    WatchFactory(device=push_off(client), listing=listing, target_price=600)
+    set_product(listing.item_code, price=520)
+    poll()
+    body = client.get("/notifications/").content.decode()
+    assert "We would have told you: ¥520 on 12/1." in body
+    assert "Notifications are off for this browser." in body
+    assert 'href="/watches/">Turn them on</a>' in body
+    assert "スコッティ 12ロール" in body
+    assert "Nothing yet." not in body
+
+
+def test_a_miss_made_old_news_by_a_later_notification_is_not_shown(client, clock):
+    WatchFactory(
+        device=push_on(client),
+        target_price=600,
+        missed_price=520,
+        missed_at=T0 - dt.timedelta(days=2),
+        last_notified_price=510,
+        last_notified_at=T0 - dt.timedelta(days=1),
+    )
+    assert "We would have told you" not in client.get("/notifications/").content.decode()
+
+
+def test_once_notifications_are_on_a_miss_says_they_were_off_then(client, clock):
+    WatchFactory(device=push_on(client), target_price=600, missed_price=520, missed_at=T0)
+    body = client.get("/notifications/").content.decode()
+    assert "We would have told you: ¥520 on 12/1." in body
+    assert "Notifications were off then." in body
+
+
+# --- Held back, with both prices ------------------------------------------------------------
+
+
+def test_a_held_back_entry_shows_the_detected_and_the_rechecked_price(client, clock):
+    device, _ = device_with_cookie(client, channel=Channel.CONSOLE)
+    listing = ListingFactory(price=520)
+    watch = WatchFactory(device=device, listing=listing, target_price=600)
+    enqueue_for(watch, price=520, line="600")
+    set_product(listing.item_code, price=640)  # back up before the dispatcher checks
+    call_command("dispatch_outbox")
+    row = Outbox.objects.get()
+    assert (row.status, row.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
+    body = client.get("/notifications/").content.decode()
+    assert "The price went back up before we could tell you." in body
+    assert "Seen at ¥520; ¥640 when we checked again." in body
+
+
+def test_held_back_before_any_recheck_shows_the_detected_price_alone(client, clock):
+    device = push_off(client)
+    watch = WatchFactory(device=device, listing=ListingFactory(price=520), target_price=600)
+    enqueue_for(watch, price=520, line="600")
+    call_command("dispatch_outbox")
+    assert Outbox.objects.get().reason == Reason.NO_SUBSCRIPTION
+    body = client.get("/notifications/").content.decode()
+    assert "Seen at ¥520." in body and "when we checked again" not in body
+    assert Watch.objects.get().missed_price is None

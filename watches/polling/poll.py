@@ -1,0 +1,255 @@
+"""Price polling: look at the active listings that are due, keep their history, and enqueue what
+their watches' triggers detect.
+
+A run takes the due listings (not paused, not polled within half the interval) that the poll
+plan chooses (`watches.polling.plan`: within the marketplace's budget, watched listings first by
+priority, unwatched ones with what is left) in batches of one source, and for each batch:
+1. fetches them through the marketplace adapter (network; no transaction open);
+2. applies the observation rule of `watches.polling.observations` — the same the dispatcher's
+   re-fetch follows — in memory: which answers become PricePoints (not when nothing changed
+   and the last point is younger than POLL_HISTORY_MIN_MINUTES), the listings' last-seen
+   state, typical price and 90-day low, or their error; this reads the batch's recent
+   history in one query, and the live watches (not paused, not removed) with their devices
+   in another;
+3. per listing, builds its History once from the points *before* this observation, and judges
+   every live watch with `watches.triggers.detect`;
+4. in one short transaction: saves the observations and enqueues every detection through the
+   bulk `outbox.enqueue.enqueue_many`, which folds a detection already enqueued today.
+
+A marketplace error (an adapter's crash included) is recorded on the listing (`last_error`)
+and counted; it never stops the run. Triggers are judged on observations only: an error tells
+nothing about the price; `empty` is an observation, out of stock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Min, Q, QuerySet
+from django.utils import timezone
+
+from outbox.enqueue import Detection, detections_for, enqueue_many
+from watches.marketplaces.base import Observation
+from watches.missed import record_missed
+from watches.models import Listing, Watch
+from watches.polling.observations import fetch, observe
+from watches.polling.plan import plan
+from watches.triggers import History, Judgement, build_history, detect
+
+log = logging.getLogger("watches.polling.poll")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class PollResult:
+    listings: int = 0  # listings asked about
+    observations: int = 0  # answers with a price/stock (out of stock included)
+    errors: int = 0  # answers that were an error (not found, unreachable…)
+    enqueued: int = 0  # outbox rows really inserted (not folded into today's row)
+    points: int = 0  # price points written
+
+    def as_json(self) -> dict[str, int]:
+        return {
+            "listings": self.listings,
+            "observations": self.observations,
+            "errors": self.errors,
+            "enqueued": self.enqueued,
+        }
+
+    def add(self, other: PollResult) -> None:
+        for name in ("listings", "observations", "errors", "enqueued", "points"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def due_listings(
+    now: dt.datetime, *, source: str | None = None, force: bool = False
+) -> QuerySet[Listing]:
+    """Active listings due for polling, least recently polled first. Due means not polled
+    for half the polling interval: a run that started a little late or took a while must not
+    push a listing to the run after next. A re-fetch by the dispatcher counts as a poll, and
+    so does an attempt that ended in an error — so a failing listing waits its turn instead
+    of heading every run. (No index serves the order: the plan reads every due listing.)"""
+    queryset = Listing.objects.filter(paused=False)
+    if source is not None:
+        queryset = queryset.filter(source=source)
+    if not force:
+        cutoff = now - _due_after()
+        queryset = queryset.filter(Q(last_polled_at__isnull=True) | Q(last_polled_at__lte=cutoff))
+    return queryset.order_by(F("last_polled_at").asc(nulls_first=True), "id")
+
+
+def next_due_at() -> dt.datetime | None:
+    """When the least recently polled active listing falls due, by the rule of
+    `due_listings` (now or earlier when one is due already); None when no listing is
+    active."""
+    oldest = Listing.objects.filter(paused=False).aggregate(
+        never=Count("pk", filter=Q(last_polled_at__isnull=True)),
+        active=Count("pk"),
+        oldest=Min("last_polled_at"),
+    )
+    if not oldest["active"]:
+        return None
+    if oldest["never"]:
+        return timezone.now()
+    return oldest["oldest"] + _due_after()
+
+
+def _due_after() -> dt.timedelta:
+    return dt.timedelta(minutes=settings.POLL_MINUTES) / 2
+
+
+def poll(
+    *,
+    codes: Sequence[str] | None = None,
+    source: str | None = None,
+    force: bool = False,
+    max_seconds: float | None = None,
+    progress: Progress | None = None,
+    now: dt.datetime | None = None,
+) -> PollResult:
+    """Poll the due listings (or exactly the listings with item `codes`, due or not; or
+    every active listing of `source` with `force`). Starts no new batch once `max_seconds`
+    have passed (the first batch always runs). Returns the counts."""
+    now = now or timezone.now()
+    if codes is not None:
+        queryset = Listing.objects.filter(item_code__in=list(codes)).order_by("id")
+        pending = list(queryset.values_list("id", "source"))
+    else:
+        # What the budget allows, by priority (watches.polling.plan).
+        due = due_listings(now, source=source, force=force)
+        pending = [(item.listing_id, item.source) for item in plan(due, now)]
+    # Ids first, then batches: the listing rows are read fresh right before each fetch.
+    total = len(pending)
+    result = PollResult()
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    done = 0
+    for batch_source, ids in _batches(pending, settings.POLL_BATCH_SIZE):
+        result.add(poll_batch(batch_source, ids))
+        done += len(ids)
+        if progress is not None:
+            progress(done, total)
+        if deadline is not None and time.monotonic() > deadline and done < total:
+            # The rest are the most recently polled; they head the next run.
+            log.info("poll stopped after %s s; %d listing(s) wait", max_seconds, total - done)
+            break
+    return result
+
+
+def _batches(pending: list[tuple[int, str]], size: int) -> Iterable[tuple[str, list[int]]]:
+    """Batches of one source each, keeping the least-recently-polled order within a source."""
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for listing_id, source in pending:
+        by_source[source].append(listing_id)
+    for source, ids in by_source.items():
+        for start in range(0, len(ids), size):
+            yield source, ids[start : start + size]
+
+
+def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
+    """Fetch, record and judge one batch of listings of one source, asking in the order of
+    `ids` (the plan's)."""
+    position = {listing_id: i for i, listing_id in enumerate(ids)}
+    listings = sorted(
+        Listing.objects.filter(id__in=ids, paused=False), key=lambda row: position[row.pk]
+    )
+    result = PollResult(listings=len(listings))
+    if not listings:
+        return result
+    fetched = fetch(source, [listing.item_code for listing in listings])
+
+    now = timezone.now()
+    observations = observe([(listing, fetched[listing.item_code]) for listing in listings], now)
+    watches_by_listing = _live_watches([listing.pk for listing in listings])
+    detections: list[Detection] = []
+    missed: list[tuple[Watch, Observation]] = []
+    for seen in observations.seen:
+        if seen.observation is None:
+            result.errors += 1
+            continue
+        result.observations += 1
+        watches = watches_by_listing.get(seen.listing.pk)
+        if watches:
+            history = build_history(seen.past, seen.observation.observed_at)
+            detections.extend(_judge(seen.listing, seen.observation, history, watches, missed))
+
+    with transaction.atomic():
+        observations.save()
+        result.enqueued = enqueue_many(detections, now=now)
+        record_missed(missed)
+    result.points = len(observations.points)
+    return result
+
+
+def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
+    """Live watches (not removed, not paused) of these listings, with their devices, in one
+    query. Watches whose device cannot be reached are judged too: what they would have been
+    told is kept on the watch (watches.missed), not enqueued."""
+    by_listing: dict[int, list[Watch]] = defaultdict(list)
+    watches = (
+        Watch.live.filter(listing_id__in=listing_ids, paused=False)
+        .select_related("device")
+        .order_by("id")
+    )
+    for watch in watches:
+        by_listing[watch.listing_id].append(watch)
+    return by_listing
+
+
+def _judge(
+    listing: Listing,
+    observation: Observation,
+    history: History,
+    watches: list[Watch],
+    missed: list[tuple[Watch, Observation]],
+) -> list[Detection]:
+    detections = []
+    for watch in watches:
+        judgement = detect(watch, listing.units_per_pack, observation, history)
+        if judgement.holds and not watch.device.receiving_channels:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
+            missed.append((watch, observation))
+        elif judgement.holds:
+            payload = snapshot(watch, listing, observation, history, judgement)
+            detections.extend(detections_for(watch, observation.observed_at, payload))
+    return detections
+
+
+def snapshot(
+    watch: Watch,
+    listing: Listing,
+    observation: Observation,
+    history: History,
+    judgement: Judgement,
+) -> dict:
+    """What the outbox row keeps of its detection (immutable): enough for staff to see why
+    it fired and for the re-check to judge against."""
+    return judgement.snapshot(
+        {
+            "trigger": watch.trigger,
+            "price": observation.price,
+            "shipping": observation.shipping,
+            "effective_price": observation.effective_price,
+            "in_stock": observation.in_stock,
+            "typical": _num(history.typical),
+            "low_90": history.low_90,
+            "observed_at": observation.observed_at.isoformat(),
+            "listing": listing.name or listing.item_code,
+            "listing_id": listing.pk,
+            "item_code": listing.item_code,
+            "target_price": watch.target_price,
+            "drop_percent": watch.drop_percent,
+            "use_unit_price": watch.use_unit_price,
+        }
+    )
+
+
+def _num(value) -> str | None:
+    return None if value is None else str(value)

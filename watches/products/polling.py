@@ -1,0 +1,291 @@
+"""Product polling: every shop's offer of a product in one request per product, from each
+marketplace that can answer by JAN code (Yahoo! Shopping, the demo market), and the product
+watches judged on the best offer.
+
+A run takes products not asked about for half the polling interval (or all with `force`),
+in batches, and for each batch and marketplace:
+1. asks for the offers of every product's JAN code (network; no transaction open);
+2. turns each answer into one answer per offer listing, for the observation rule of
+   `watches.polling.observations` — the same as price polling and the dispatcher's re-fetch:
+   an offer becomes (or already is) a Listing of that marketplace belonging to the product; an offer
+   the product had there and the answer no longer holds is `empty` (out of stock); `empty`
+   for the whole product is `empty` for each of its offers there; any other error is kept on
+   the product (`last_error`) and tells nothing about its offers;
+3. judges every live product watch (`watches.products.triggers`) on all the product's offers
+   (other marketplaces' at their last-seen state), against the product's cheapest-offer
+   history before this moment;
+4. in one short transaction: saves the observations, the products' poll state, enqueues the
+   detections through `outbox.enqueue.enqueue_many` (key: watch, trigger, day, channel), keeps
+   what unreachable devices missed, and points each product watch's `listing` at the best
+   offer now — the offer the dispatcher re-fetches and names.
+
+Listing polling runs after it in the same task: offers just observed are not due again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from common.bulk import update_by_id
+from common.text import clip
+from outbox.enqueue import Detection, detections_for, enqueue_many
+from watches.marketplaces.base import (
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    Offers,
+    OffersResult,
+    get_marketplace,
+)
+from watches.missed import record_missed
+from watches.models import Listing, Product, Watch
+from watches.pages import pagecache
+from watches.polling.observations import ask, observe
+from watches.polling.poll import PollResult
+from watches.products.offers import product_points
+from watches.products.triggers import detect_best
+from watches.triggers import LOW_WINDOW, Judgement, build_history
+
+log = logging.getLogger("watches.products.polling")
+
+GONE = "no longer offered"
+_ERROR_LIMIT = Product._meta.get_field("last_error").max_length
+
+
+def offer_sources() -> list[str]:
+    """The configured marketplaces that answer every shop's offer of a JAN code."""
+    sources = []
+    for source in settings.MARKETPLACE_ADAPTERS:
+        try:
+            if callable(getattr(get_marketplace(source), "offers", None)):
+                sources.append(source)
+        except Exception:  # a misconfigured adapter is the listing poller's to report
+            log.exception("marketplace %s could not be made", source)
+    return sources
+
+
+def fetch_offers(source: str, jans: Sequence[str]) -> dict[str, OffersResult]:
+    """Every shop's offer of each JAN code from `source`'s adapter (`observations.ask`: never
+    raises; an adapter's failure, or a code it left unanswered, is `bad_response`)."""
+    return ask(
+        source,
+        jans,
+        lambda adapter: adapter.offers(jans),
+        "the marketplace did not answer for this JAN",
+    )
+
+
+def due_products(now: dt.datetime, *, force: bool = False) -> QuerySet[Product]:
+    """Products not asked about for half the polling interval, least recently first."""
+    queryset = Product.objects.all()
+    if not force:
+        cutoff = now - dt.timedelta(minutes=settings.POLL_MINUTES) / 2
+        queryset = queryset.filter(Q(last_polled_at__isnull=True) | Q(last_polled_at__lte=cutoff))
+    return queryset.order_by(F("last_polled_at").asc(nulls_first=True), "id")
+
+
+def poll_products(
+    *, jans: Sequence[str] | None = None, force: bool = False, now: dt.datetime | None = None
+) -> PollResult:
+    """Poll the due products (or exactly those with `jans`) on every offer marketplace."""
+    now = now or timezone.now()
+    if jans is not None:
+        queryset = Product.objects.filter(jan__in=list(jans)).order_by("id")
+    else:
+        queryset = due_products(now, force=force)
+    ids = list(queryset.values_list("id", flat=True))
+    result = PollResult()
+    for source in offer_sources():
+        for start in range(0, len(ids), settings.POLL_BATCH_SIZE):
+            result.add(poll_product_batch(source, ids[start : start + settings.POLL_BATCH_SIZE]))
+    return result
+
+
+@dataclass(frozen=True)
+class _Missed:
+    effective_price: int | None
+    observed_at: dt.datetime
+
+
+def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
+    """Fetch, record and judge one batch of products on one marketplace."""
+    products = list(Product.objects.filter(id__in=ids).order_by("id"))
+    result = PollResult()
+    if not products:
+        return result
+    answers = fetch_offers(source, [product.jan for product in products])
+    now = timezone.now()
+    pairs = offer_answers(source, products, answers, now)
+    result.listings = len(pairs)
+    observations = observe(pairs, now)
+    for seen in observations.seen:
+        if seen.observation is None:
+            result.errors += 1
+        else:
+            result.observations += 1
+
+    fresh = {listing.pk: listing for listing, _ in pairs}
+    detections, missed, moves = judge_products(products, now, fresh)
+    with transaction.atomic():
+        observations.save()
+        save_poll_state(products)
+        result.enqueued = enqueue_many(detections, now=now)
+        record_missed(missed)
+        update_by_id(Watch, ("listing",), moves)
+    result.points = len(observations.points)
+    return result
+
+
+def save_poll_state(products: Iterable[Product]) -> None:
+    """Write each product's poll state (when asked, and the error an answer left) as
+    `offer_answers` set it in memory."""
+    update_by_id(
+        Product,
+        ("last_polled_at", "last_error"),
+        ((p.pk, (p.last_polled_at, p.last_error)) for p in products),
+    )
+
+
+def offer_answers(
+    source: str,
+    products: list[Product],
+    answers: dict[str, OffersResult],
+    now: dt.datetime,
+) -> list[tuple[Listing, FetchResult]]:
+    """One answer per offer listing of the batch (new offers become listings)."""
+    known: dict[int, dict[str, Listing]] = defaultdict(dict)
+    for listing in Listing.objects.filter(
+        source=source, product__in=products, paused=False
+    ).order_by("id"):
+        known[listing.product_id][listing.item_code] = listing
+    pairs: list[tuple[Listing, FetchResult]] = []
+    for product in products:
+        answer = answers[product.jan]
+        product.last_polled_at = now
+        if isinstance(answer, FetchError) and answer.kind != FetchKind.EMPTY:
+            product.last_error = clip(f"{source} {answer.kind}: {answer.detail}", _ERROR_LIMIT)
+            continue
+        product.last_error = ""
+        mine = known.get(product.pk, {})
+        for offer in answer.offers if isinstance(answer, Offers) else ():
+            listing = mine.pop(offer.item_code, None) or offer_listing(source, product, offer)
+            if not listing.paused:
+                pairs.append((listing, offer))
+        gone = FetchError(FetchKind.EMPTY, GONE) if isinstance(answer, Offers) else answer
+        pairs.extend((listing, gone) for listing in mine.values())
+    return pairs
+
+
+def offer_listing(source: str, product: Product, offer: Observation) -> Listing:
+    """The listing of `offer`, made an offer of `product`: created from the offer when new;
+    a listing already tracked (added by its link) joins the product when it had none."""
+    listing, created = Listing.objects.get_or_create(
+        source=source,
+        item_code=offer.item_code,
+        defaults={
+            "product": product,
+            "jan": product.jan,
+            "name": offer.name[:500] or product.name,
+            "shop_name": offer.shop_name[:200],
+            "url": offer.url,
+            "image_url": offer.image_url,
+            "units_per_pack": product.units_per_pack,
+            "unit_label": product.unit_label,
+            "category": (offer.extra or {}).get("category") or "",
+        },
+    )
+    if not created and listing.product_id is None:
+        Listing.objects.filter(pk=listing.pk, product__isnull=True).update(
+            product=product, jan=product.jan
+        )
+        # Its page links to the product now.
+        pk = listing.pk
+        transaction.on_commit(lambda: pagecache.listings_changed([pk]))
+        listing.product, listing.jan = product, product.jan
+    return listing
+
+
+def judge_products(
+    products: Iterable[Product], now: dt.datetime, fresh: Mapping[int, Listing]
+) -> tuple[list[Detection], list[tuple[Watch, _Missed]], list[tuple[int, tuple[int]]]]:
+    """Judge the live product watches of `products` on their offers as they are now: the
+    listings this batch observed as it left them in memory (`fresh`, by id, not saved yet),
+    the others as the database has them."""
+    by_id = {product.pk: product for product in products}
+    watches = list(
+        Watch.live.filter(product_id__in=list(by_id), paused=False)
+        .select_related("device")
+        .order_by("id")
+    )
+    if not watches:
+        return [], [], []
+    offers: dict[int, list[Listing]] = defaultdict(list)
+    for listing in Listing.objects.filter(product_id__in=list(by_id), paused=False):
+        offers[listing.product_id].append(fresh.get(listing.pk, listing))
+    histories = {
+        pk: build_history(points, now)
+        for pk, points in product_points(list(by_id), now - LOW_WINDOW, before=now).items()
+    }
+    detections: list[Detection] = []
+    missed: list[tuple[Watch, _Missed]] = []
+    moves: list[tuple[int, tuple[int]]] = []
+    for watch in watches:
+        product = by_id[watch.product_id]
+        judgement, best = detect_best(
+            watch, product.units_per_pack, offers[product.pk], histories[product.pk]
+        )
+        if best is not None and best.pk != watch.listing_id:
+            moves.append((watch.pk, (best.pk,)))
+        if not judgement.holds:
+            continue
+        if not watch.device.receiving_channels:
+            # An outbox row could only be dropped `no_subscription`, poll after poll.
+            missed.append((watch, _Missed(best.effective_price, now)))
+            continue
+        payload = snapshot(watch, product, best, offers[product.pk], judgement, now)
+        # One row per channel that reaches the device (push, e-mail or both), as for listings.
+        detections.extend(detections_for(watch, now, payload))
+    return detections, missed, moves
+
+
+def snapshot(
+    watch: Watch,
+    product: Product,
+    best: Listing,
+    offers: list[Listing],
+    judgement: Judgement,
+    now: dt.datetime,
+) -> dict:
+    """What the outbox row keeps of a product detection: the product, the best offer then
+    (shop, price, shipping, link) and how many shops had it."""
+    return judgement.snapshot(
+        {
+            "trigger": watch.trigger,
+            "product_id": product.pk,
+            "jan": product.jan,
+            "listing": product.name or product.jan,
+            "listing_id": best.pk,
+            "item_code": best.item_code,
+            "shop": best.shop_name,
+            "url": best.url,
+            "price": best.price,
+            "shipping": best.shipping,
+            "effective_price": best.effective_price,
+            "in_stock": True,
+            "shops_in_stock": sum(1 for offer in offers if offer.in_stock),
+            "observed_at": now.isoformat(),
+            "target_price": watch.target_price,
+            "drop_percent": watch.drop_percent,
+            "use_unit_price": watch.use_unit_price,
+        }
+    )

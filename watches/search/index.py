@@ -1,0 +1,171 @@
+"""The index that serves substring search over `Listing.search_text` at scale.
+
+- SQLite: an FTS5 table with the trigram tokenizer over the listing table (external content,
+  kept current by three triggers). A word of three or more characters is a phrase MATCH; a
+  shorter one a LIKE on the same table (FTS5 answers it, by a scan of the index).
+- PostgreSQL: pg_trgm and a GIN index on `search_text gin_trgm_ops`, which serves `LIKE
+  '%word%'` for words of three or more characters.
+
+`install()` creates whatever is missing, idempotently; the migration calls it, and so does
+every `migrate` afterwards (post_migrate): on SQLite, Django rebuilds a table to alter it and
+the triggers go with the old table — `install()` puts them back and re-indexes.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
+
+TABLE = "watches_listing"
+FTS = "watches_listing_fts"
+PG_INDEX = "watches_listing_search_trgm"
+# Literal SQL (the names above, spelled out): nothing here comes from outside.
+_TRIGGERS = {
+    "watches_listing_fts_ai": """CREATE TRIGGER watches_listing_fts_ai AFTER INSERT
+        ON watches_listing BEGIN
+        INSERT INTO watches_listing_fts(rowid, search_text) VALUES (new.id, new.search_text);
+        END""",
+    "watches_listing_fts_ad": """CREATE TRIGGER watches_listing_fts_ad AFTER DELETE
+        ON watches_listing BEGIN
+        INSERT INTO watches_listing_fts(watches_listing_fts, rowid, search_text)
+        VALUES ('delete', old.id, old.search_text);
+        END""",
+    "watches_listing_fts_au": """CREATE TRIGGER watches_listing_fts_au AFTER UPDATE OF search_text
+        ON watches_listing BEGIN
+        INSERT INTO watches_listing_fts(watches_listing_fts, rowid, search_text)
+        VALUES ('delete', old.id, old.search_text);
+        INSERT INTO watches_listing_fts(rowid, search_text) VALUES (new.id, new.search_text);
+        END""",
+}
+_REBUILD = "INSERT INTO watches_listing_fts(watches_listing_fts) VALUES ('rebuild')"
+_MATCH = "SELECT rowid FROM watches_listing_fts WHERE watches_listing_fts MATCH %s"
+# The index first, the listing row after, so the search stops at `limit` matches instead of
+# collecting all of them before the LIMIT applies (as `id IN (SELECT rowid …)` would).
+_FIRST_BY_INDEX = (
+    "SELECT l.id FROM watches_listing_fts f JOIN watches_listing l ON l.id = f.rowid "
+    "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
+)
+_FIRST_BY_SCAN = "SELECT l.id FROM watches_listing l WHERE NOT l.paused"
+# A product's offers stand for it once, by its first active offer, as `search.search` shows
+# it (the product link's index serves the subquery).
+_ONE_PER_PRODUCT = (
+    " AND (l.product_id IS NULL OR l.id = (SELECT MIN(o.id) FROM watches_listing o"
+    " WHERE o.product_id = l.product_id AND NOT o.paused))"
+)
+# PostgreSQL prices a random page at 4 sequential ones (a spinning disk's ratio) and then
+# prefers reading the whole table to find `limit` matches over the trigram index, about 4x
+# slower here with the table cached (docs/decisions.md). 1.1 is the usual figure for data in
+# memory or on SSD; set for this one statement only.
+_PG_RANDOM_PAGE_COST = "1.1"
+# Django's own `contains` lookup escapes %, _ and \ with a backslash; SQLite needs to be told.
+_LIKE_ESCAPE = {"sqlite": " ESCAPE '\\'"}
+
+
+def install(connection: BaseDatabaseWrapper) -> bool:
+    """Create the index where it is missing. True when something was (re)created."""
+    if connection.vendor == "sqlite":
+        return _install_sqlite(connection)
+    if connection.vendor == "postgresql":
+        return _install_postgresql(connection)
+    return False
+
+
+def uninstall(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            for name in _TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(f"DROP TABLE IF EXISTS {FTS}")
+        elif connection.vendor == "postgresql":
+            cursor.execute(f"DROP INDEX IF EXISTS {PG_INDEX}")
+
+
+def _install_sqlite(connection: BaseDatabaseWrapper) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT type, name FROM sqlite_master WHERE name = %s OR (type = 'trigger' AND "
+            "tbl_name = %s)",
+            [FTS, TABLE],
+        )
+        present = {name for _, name in cursor.fetchall()}
+        missing = [name for name in _TRIGGERS if name not in present]
+        if FTS in present and not missing:
+            return False
+        if FTS not in present:
+            cursor.execute(
+                f"CREATE VIRTUAL TABLE {FTS} USING fts5(search_text, content='{TABLE}', "
+                "content_rowid='id', tokenize='trigram')"
+            )
+        for name in missing:
+            cursor.execute(_TRIGGERS[name])
+        # Whatever was written while a trigger was missing is indexed now.
+        cursor.execute(_REBUILD)
+    return True
+
+
+def _install_postgresql(connection: BaseDatabaseWrapper) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [PG_INDEX])
+        if cursor.fetchone():
+            return False
+        # A trusted extension (PostgreSQL 13+): the database's owner may create it.
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON {TABLE} USING gin (search_text gin_trgm_ops)"
+        )
+    return True
+
+
+def matching(queryset: QuerySet, terms: list[str], vendor: str) -> QuerySet:
+    """`queryset` narrowed to listings whose search text contains every one of `terms`
+    (already folded: watches.search.text.query_terms)."""
+    if vendor == "sqlite":
+        long = [term for term in terms if len(term) >= 3]
+        if long:
+            phrases = " AND ".join('"' + term.replace('"', '""') + '"' for term in long)
+            queryset = queryset.filter(
+                id__in=RawSQL(_MATCH, [phrases])  # noqa: S611 (the words go as a parameter)
+            )
+        terms = [term for term in terms if len(term) < 3]
+    for term in terms:
+        queryset = queryset.filter(search_text__contains=term)
+    return queryset
+
+
+def first_matches(
+    connection: BaseDatabaseWrapper, terms: list[str], category: str, limit: int
+) -> list[int]:
+    """Ids of at most `limit` active listings whose search text contains every one of
+    `terms` (already folded) — in `category` when one is given — in whatever order the index
+    yields them: it stops at `limit` instead of finding every match."""
+    where = [" AND l.search_text LIKE %s" + _LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
+    params: list = ["%" + connection.ops.prep_for_like_query(term) + "%" for term in terms]
+    where.append(_ONE_PER_PRODUCT)
+    if category:
+        where.append(" AND l.category = %s")
+        params.append(category)
+    long = [term for term in terms if len(term) >= 3]
+    if connection.vendor == "sqlite" and long:
+        # The trigram index finds the rows; the LIKEs, kept for every word, check only those
+        # (and serve the words too short for trigrams).
+        phrases = " AND ".join('"' + term.replace('"', '""') + '"' for term in long)
+        sql, params = _FIRST_BY_INDEX + "".join(where), [phrases, *params]
+    else:
+        # PostgreSQL's GIN index serves the LIKEs themselves.
+        sql = _FIRST_BY_SCAN + "".join(where)
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT current_setting('random_page_cost'), "
+                "set_config('random_page_cost', %s, true)",
+                [_PG_RANDOM_PAGE_COST],
+            )
+            before = cursor.fetchone()[0]
+        cursor.execute(sql + " LIMIT %s", [*params, limit])
+        ids = [row[0] for row in cursor.fetchall()]
+        if connection.vendor == "postgresql":
+            # Inside a caller's transaction the setting would outlive this statement.
+            cursor.execute("SELECT set_config('random_page_cost', %s, true)", [before])
+    return ids
