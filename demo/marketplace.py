@@ -3,14 +3,12 @@ with `manage.py demo_market`, so anyone can move a price and see the outbox reac
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
-from common.lookups import among
+from common.lookups import one_of
 from demo.models import DemoProduct
 from watches.marketplaces.base import (
     FetchError,
@@ -23,9 +21,7 @@ from watches.marketplaces.base import (
 
 # A simulated fault answers like a real outage of that kind would.
 _FAULT_RETRY_AFTER = {DemoProduct.Fault.RATE_LIMITED: 60.0}
-# What an answer tells, read as named tuples: building a model instance for each (two of its
-# datetimes parsed for nothing) cost a dispatch cycle over 2,000 listings more than the query,
-# and the ORM's `values_list` still half as much again as the query written out (`_read`).
+# What an answer tells, read as named tuples (`_read`).
 _ANSWERED = (
     "item_code",
     "jan",
@@ -40,7 +36,6 @@ _ANSWERED = (
     "in_stock",
     "fault",
 )
-_Answered = namedtuple("_Answered", _ANSWERED)
 
 
 class DemoMarketplace:
@@ -64,7 +59,7 @@ class DemoMarketplace:
         of them answers for the whole product, as a real outage of that request would."""
         jans = list(dict.fromkeys(jans))
         by_jan: dict[str, list[Any]] = {jan: [] for jan in jans}
-        for product in _read("jan", jans, order_by="price, id"):
+        for product in _read("jan", jans, order_by=("price", "id")):
             by_jan[product.jan].append(product)
         now = timezone.now()
         results: dict[str, OffersResult] = {}
@@ -80,24 +75,12 @@ class DemoMarketplace:
         return results
 
 
-def _read(column: str, values: list[str], order_by: str = "") -> list[Any]:
-    """The demo products whose `column` is one of `values`, as `_ANSWERED` rows. Every column
-    comes from the driver as the ORM would give it (text, integers, and a boolean, which
-    SQLite's driver converts by the column's declared type)."""
+def _read(column: str, values: list[str], order_by: tuple[str, ...] = ()) -> list[Any]:
+    """The demo products whose `column` is one of `values`, as `_ANSWERED` rows."""
     if not values:
         return []
-    quote = connection.ops.quote_name
-    params: list[Any] = []
-    where = among(quote(column), values, params, connection.vendor)
-    order = f" ORDER BY {order_by}" if order_by else ""
-    with connection.cursor() as cursor:
-        # Only the model's own names are formatted in; the values are parameters.
-        cursor.execute(
-            f"SELECT {', '.join(map(quote, _ANSWERED))} "  # noqa: S608
-            f"FROM {quote(DemoProduct._meta.db_table)} WHERE {where}{order}",
-            params,
-        )
-        return list(map(_Answered._make, cursor.fetchall()))
+    rows = DemoProduct.objects.filter(one_of(column, values)).order_by(*order_by)
+    return list(rows.values_list(*_ANSWERED, named=True))
 
 
 def _fault(product: Any) -> FetchError | None:

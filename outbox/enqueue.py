@@ -176,7 +176,7 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
     """PostgreSQL: one `INSERT … SELECT FROM unnest(arrays)` per _PG_CHUNK rows — six array
     parameters, one per column that differs between rows, the rest constants. A VALUES list
     of 500 rows is 8,000 parameters that psycopg binds into the statement text and
-    PostgreSQL parses anew each time (docs/decisions.md has the measurements)."""
+    PostgreSQL parses anew each time (decision 0003)."""
     fields = {name: Outbox._meta.get_field(name) for name in _COLUMNS}
     column = {name: connection.ops.quote_name(f.column) for name, f in fields.items()}
     table = connection.ops.quote_name(Outbox._meta.db_table)

@@ -2,7 +2,7 @@
 
 Used in the outbox's day-dedup unique index. It must not depend on Django-registered SQLite
 functions (a plain `sqlite3` writer, the CLI and `VACUUM` would fail) nor on the TIME_ZONE of
-whoever ran `migrate`: the zone is an argument, recorded in the migration (docs/decisions.md).
+whoever ran `migrate`: the zone is an argument, recorded in the migration (decision 0002).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Idempotent django-q2 schedules, (re)created by every `migrate` through post_migrate.
 
 `Schedule.name` is not unique in the database, so we look it up by name ourselves. A
-`next_run` far in the past makes the scheduler step one interval at a time (docs/decisions.md), so a
+`next_run` far in the past makes the scheduler step one interval at a time (decision 0008), so a
 schedule found with a stale `next_run` is moved to now.
 """
 

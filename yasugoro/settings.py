@@ -82,7 +82,7 @@ TEMPLATES = [
 # --- Database -----------------------------------------------------------------------------
 # SQLite by default: WAL so readers never block the dispatcher, a busy timeout so a second
 # writer waits instead of failing, and BEGIN IMMEDIATE so a transaction takes the write lock
-# up front (select-then-update inside one transaction is then atomic; docs/decisions.md).
+# up front (select-then-update inside one transaction is then atomic; decision 0004).
 _SQLITE_DEFAULT = f"sqlite:///{VAR_DIR / 'yasugoro.sqlite3'}"
 DATABASE_URL = env_str("DATABASE_URL") or _SQLITE_DEFAULT
 _db = dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))

@@ -110,7 +110,7 @@ def _check_run(push_service, rows: list[int], *, killed_pid: int) -> dict[str, i
             assert len({(r.topic, r.tag) for r in told}) == 1, "copies differ in Topic"
         else:
             # Alone once and in a digest once (the rows due together changed): both shown,
-            # the row's story says it may have been delivered (below). docs/decisions.md.
+            # the row's story says it may have been delivered (below; decision 0018).
             other_form += 1
         # The first copy came from the killed process: it claimed the row, and its lease
         # expired before it recorded anything.

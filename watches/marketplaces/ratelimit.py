@@ -27,7 +27,7 @@ An idle budget's first request waits for the next grid point (half an interval o
 Above 5 requests/s the late limit stays at 50 ms, so a request there may cross into the next
 second: at such rates the promise is per interval on average, not per second.
 
-Why a small Lua script rather than the `limits` library (docs/decisions.md): `limits` answers
+Why a small Lua script rather than the `limits` library (decision 0025): `limits` answers
 "may I, now?" — a refused caller has to ask again and again — while a reservation answers "your
 slot is in 0.7 s" in one round trip; `limits`' Redis windows are stamped with each client's
 `time.time()`, ours with the Redis server's clock (one clock for the fleet) unless a test

@@ -18,49 +18,19 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
-TABLE = "watches_listing"
-FTS = "watches_listing_fts"
-PG_INDEX = "watches_listing_search_trgm"
-# Literal SQL (the names above, spelled out): nothing here comes from outside.
-_TRIGGERS = {
-    "watches_listing_fts_ai": """CREATE TRIGGER watches_listing_fts_ai AFTER INSERT
-        ON watches_listing BEGIN
-        INSERT INTO watches_listing_fts(rowid, search_text) VALUES (new.id, new.search_text);
-        END""",
-    "watches_listing_fts_ad": """CREATE TRIGGER watches_listing_fts_ad AFTER DELETE
-        ON watches_listing BEGIN
-        INSERT INTO watches_listing_fts(watches_listing_fts, rowid, search_text)
-        VALUES ('delete', old.id, old.search_text);
-        END""",
-    "watches_listing_fts_au": """CREATE TRIGGER watches_listing_fts_au AFTER UPDATE OF search_text
-        ON watches_listing BEGIN
-        INSERT INTO watches_listing_fts(watches_listing_fts, rowid, search_text)
-        VALUES ('delete', old.id, old.search_text);
-        INSERT INTO watches_listing_fts(rowid, search_text) VALUES (new.id, new.search_text);
-        END""",
-}
-_REBUILD = "INSERT INTO watches_listing_fts(watches_listing_fts) VALUES ('rebuild')"
-_MATCH = "SELECT rowid FROM watches_listing_fts WHERE watches_listing_fts MATCH %s"
-# The index first, the listing row after, so the search stops at `limit` matches instead of
-# collecting all of them before the LIMIT applies (as `id IN (SELECT rowid …)` would).
-_FIRST_BY_INDEX = (
-    "SELECT l.id FROM watches_listing_fts f JOIN watches_listing l ON l.id = f.rowid "
-    "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
+from watches.sql import (
+    FIRST_BY_INDEX,
+    FIRST_BY_SCAN,
+    FTS,
+    FTS_TRIGGERS,
+    LIKE_ESCAPE,
+    MATCH_FTS,
+    ONE_PER_PRODUCT,
+    PG_INDEX,
+    PG_RANDOM_PAGE_COST,
+    REBUILD_FTS,
+    TABLE,
 )
-_FIRST_BY_SCAN = "SELECT l.id FROM watches_listing l WHERE NOT l.paused"
-# A product's offers stand for it once, by its first active offer, as `search.search` shows
-# it (the product link's index serves the subquery).
-_ONE_PER_PRODUCT = (
-    " AND (l.product_id IS NULL OR l.id = (SELECT MIN(o.id) FROM watches_listing o"
-    " WHERE o.product_id = l.product_id AND NOT o.paused))"
-)
-# PostgreSQL prices a random page at 4 sequential ones (a spinning disk's ratio) and then
-# prefers reading the whole table to find `limit` matches over the trigram index, about 4x
-# slower here with the table cached (docs/decisions.md). 1.1 is the usual figure for data in
-# memory or on SSD; set for this one statement only.
-_PG_RANDOM_PAGE_COST = "1.1"
-# Django's own `contains` lookup escapes %, _ and \ with a backslash; SQLite needs to be told.
-_LIKE_ESCAPE = {"sqlite": " ESCAPE '\\'"}
 
 
 def install(connection: BaseDatabaseWrapper) -> bool:
@@ -75,7 +45,7 @@ def install(connection: BaseDatabaseWrapper) -> bool:
 def uninstall(connection: BaseDatabaseWrapper) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            for name in _TRIGGERS:
+            for name in FTS_TRIGGERS:
                 cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
             cursor.execute(f"DROP TABLE IF EXISTS {FTS}")
         elif connection.vendor == "postgresql":
@@ -90,7 +60,7 @@ def _install_sqlite(connection: BaseDatabaseWrapper) -> bool:
             [FTS, TABLE],
         )
         present = {name for _, name in cursor.fetchall()}
-        missing = [name for name in _TRIGGERS if name not in present]
+        missing = [name for name in FTS_TRIGGERS if name not in present]
         if FTS in present and not missing:
             return False
         if FTS not in present:
@@ -99,9 +69,9 @@ def _install_sqlite(connection: BaseDatabaseWrapper) -> bool:
                 "content_rowid='id', tokenize='trigram')"
             )
         for name in missing:
-            cursor.execute(_TRIGGERS[name])
+            cursor.execute(FTS_TRIGGERS[name])
         # Whatever was written while a trigger was missing is indexed now.
-        cursor.execute(_REBUILD)
+        cursor.execute(REBUILD_FTS)
     return True
 
 
@@ -126,7 +96,7 @@ def matching(queryset: QuerySet, terms: list[str], vendor: str) -> QuerySet:
         if long:
             phrases = " AND ".join('"' + term.replace('"', '""') + '"' for term in long)
             queryset = queryset.filter(
-                id__in=RawSQL(_MATCH, [phrases])  # noqa: S611 (the words go as a parameter)
+                id__in=RawSQL(MATCH_FTS, [phrases])  # noqa: S611 (the words go as a parameter)
             )
         terms = [term for term in terms if len(term) < 3]
     for term in terms:
@@ -140,9 +110,9 @@ def first_matches(
     """Ids of at most `limit` active listings whose search text contains every one of
     `terms` (already folded) — in `category` when one is given — in whatever order the index
     yields them: it stops at `limit` instead of finding every match."""
-    where = [" AND l.search_text LIKE %s" + _LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
+    where = [" AND l.search_text LIKE %s" + LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
     params: list = ["%" + connection.ops.prep_for_like_query(term) + "%" for term in terms]
-    where.append(_ONE_PER_PRODUCT)
+    where.append(ONE_PER_PRODUCT)
     if category:
         where.append(" AND l.category = %s")
         params.append(category)
@@ -151,16 +121,16 @@ def first_matches(
         # The trigram index finds the rows; the LIKEs, kept for every word, check only those
         # (and serve the words too short for trigrams).
         phrases = " AND ".join('"' + term.replace('"', '""') + '"' for term in long)
-        sql, params = _FIRST_BY_INDEX + "".join(where), [phrases, *params]
+        sql, params = FIRST_BY_INDEX + "".join(where), [phrases, *params]
     else:
         # PostgreSQL's GIN index serves the LIKEs themselves.
-        sql = _FIRST_BY_SCAN + "".join(where)
+        sql = FIRST_BY_SCAN + "".join(where)
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
                 "SELECT current_setting('random_page_cost'), "
                 "set_config('random_page_cost', %s, true)",
-                [_PG_RANDOM_PAGE_COST],
+                [PG_RANDOM_PAGE_COST],
             )
             before = cursor.fetchone()[0]
         cursor.execute(sql + " LIMIT %s", [*params, limit])

@@ -32,7 +32,7 @@ from watches.search.vocabulary import category_label
 NEAR_LOW = 1.05
 # A search counts its matches up to this many ("1000+" beyond), and its pages show the first
 # this many the index yields, in name order: finding and sorting every one of 25,000 matches
-# costs ten times as much, for pages nobody reads (docs/decisions.md).
+# costs ten times as much, for pages nobody reads (decision 0013).
 SEARCH_CAP = 1000
 
 
