@@ -48,6 +48,7 @@ Simulated:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import math
 import os
@@ -97,14 +98,14 @@ def fake_ichiba(world, clock: SimClock, rate: float):
     class SimIchiba(FakeIchiba):
         def __init__(self) -> None:
             super().__init__()
-            self.app_ids = set(APP_IDS)
+            self.accept(*APP_IDS)
             self.by_code = {item.code: item for item in world.listings}
             self.by_second: Counter[tuple[str, int]] = Counter()
             self.too_many = 0
 
-        def answer(self, path: str, query: dict[str, str]):
-            key = (query.get("applicationId", ""), math.floor(clock.now))
-            code = query.get("itemCode", "")
+        def answer(self, request):
+            key = (request.query.get("applicationId", ""), math.floor(clock.now))
+            code = request.query.get("itemCode", "")
             with self.lock:
                 self.by_second[key] += 1
                 over = self.by_second[key] > rate
@@ -113,7 +114,9 @@ def fake_ichiba(world, clock: SimClock, rate: float):
                 if item is not None:
                     price = item.price_at(clock.now - T0.timestamp())
                     self.items[code] = ichiba_item(code, price=price)
-            return super().answer(path, {**query, "_fault": "rate_limited"} if over else query)
+            return super().answer(
+                dataclasses.replace(request, fault="rate_limited") if over else request
+            )
 
     return SimIchiba().start()
 
@@ -122,7 +125,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     args = _arguments(argv)
     os.environ.setdefault("DEBUG", "0")  # DEBUG would keep every query in memory
     os.environ.setdefault("DEMO_TICK", "0")
+    from tests.fakes.ichiba import key_for
+
     os.environ["RAKUTEN_APP_ID"] = APP_IDS[0]
+    os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_IDS[0])
     from _setup import django_on_temp_postgres, django_on_temp_sqlite, postgres_available
 
     if args.db == "postgresql":
@@ -168,6 +174,7 @@ def simulate(
     from django.conf import settings
     from django.test import override_settings
 
+    from tests.fakes.ichiba import key_for
     from watches.marketplaces.ratelimit import forget_limiter
 
     started = time.monotonic()
@@ -186,6 +193,7 @@ def simulate(
     try:
         with override_settings(
             RAKUTEN_APP_ID=APP_IDS[0],
+            RAKUTEN_ACCESS_KEYS={app_id: key_for(app_id) for app_id in APP_IDS},
             RAKUTEN_RATE_PER_SECOND=RATE,
             RAKUTEN_API_URL=fake.url,
             MARKETPLACE_ADAPTERS={

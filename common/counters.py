@@ -49,7 +49,7 @@ MARKETPLACE_REQUESTS = Metric(
     "yasugoro_marketplace_requests",
     "counter",
     "Requests to a marketplace API by outcome kind (ok, empty, not_found, rate_limited, "
-    "network, server, bad_response) and application id (a fingerprint: the first 8 hex "
+    "network, server, bad_response, config) and application id (a fingerprint: the first 8 hex "
     "digits of its SHA-256, never the id itself).",
     ("source", "application_id", "kind"),
 )

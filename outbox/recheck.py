@@ -40,6 +40,9 @@ FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
     FetchKind.NETWORK: (Status.RETRY, Reason.REFETCH_NETWORK),
     FetchKind.SERVER: (Status.RETRY, Reason.REFETCH_SERVER),
     FetchKind.BAD_RESPONSE: (Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
+    # Until rows wait on a configuration fault with a reason of their own: retried, as the
+    # bad answer it used to be.
+    FetchKind.CONFIG: (Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
 }
 
 _NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")

@@ -111,8 +111,14 @@ def push_service(settings):
 @pytest.fixture
 def ichiba(settings):
     """A fake Rakuten Ichiba API on 127.0.0.1, configured as the `rakuten` marketplace."""
-    from tests.fakes.ichiba import APP_ID, FakeIchiba
+    from tests.fakes.ichiba import ACCESS_KEY, APP_ID, FakeIchiba
 
+    # One application with its key, whatever the environment configures; a backend
+    # registration (no site to name).
+    settings.RAKUTEN_APP_IDS = []
+    settings.RAKUTEN_ACCESS_KEYS = {}
+    settings.RAKUTEN_ACCESS_KEY = ACCESS_KEY
+    settings.RAKUTEN_SITE_URL = ""
     with _fake_marketplace(settings, FakeIchiba(), "rakuten", APP_ID) as fake:
         yield fake
 

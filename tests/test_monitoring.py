@@ -247,6 +247,19 @@ def test_marketplace_requests_count_by_kind_and_application_id_fingerprint(clien
     assert requests("empty") == 1  # shop:a2: no offer
 
 
+@pytest.mark.django_db
+def test_a_configuration_fault_counts_once_for_its_one_request(client, ichiba, settings):
+    from tests.fakes.ichiba import APP_ID
+    from watches.marketplaces.rakuten import RakutenMarketplace
+
+    settings.RAKUTEN_API_VERSION = "20220601"  # retired: every request would be refused
+    RakutenMarketplace().fetch(["shop:a", "shop:b", "shop:c"])
+    client.get("/healthz")
+    samples = scrape(client)
+    labels = {"source": "rakuten", "application_id": counters.fingerprint(APP_ID)}
+    assert value(samples, "yasugoro_marketplace_requests_total", **labels, kind="config") == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_counters_from_several_processes_add_up(tmp_path):
     """Four processes count and flush at the same moment, twice each: nothing is lost or

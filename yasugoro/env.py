@@ -7,6 +7,7 @@ default: a typo in production should never turn into a different behaviour.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -128,3 +129,77 @@ def email_settings_from_url(url: str) -> dict[str, object]:
         except ValueError:
             raise ImproperlyConfigured("EMAIL_URL's timeout must be a number") from None
     return values
+
+
+def rakuten_applications() -> dict[str, str]:
+    """Rakuten's application ids, each with its access key (the `accessKey` every request
+    needs since 2026): `RAKUTEN_APP_IDS=id:key,id:key`, else `RAKUTEN_APP_ID` with
+    `RAKUTEN_ACCESS_KEY`; none when neither is set. An id without its key stops start-up,
+    naming the variable to set; the refusal never repeats an id or a key (start-up errors
+    end up in logs)."""
+    single_id = env_str("RAKUTEN_APP_ID").strip()
+    single_key = env_str("RAKUTEN_ACCESS_KEY").strip()
+    pairs: dict[str, str] = {}
+    for number, entry in enumerate(env_list("RAKUTEN_APP_IDS", []), start=1):
+        app_id, _, key = (part.strip() for part in entry.partition(":"))
+        if not app_id or not key:
+            raise ImproperlyConfigured(
+                f"RAKUTEN_APP_IDS: application {number} has no access key; write each "
+                "application as id:key, the key being its access key (pk_…) from Rakuten "
+                "Developers"
+            )
+        pairs[app_id] = key
+    if pairs:
+        if single_id and single_id not in pairs:
+            raise ImproperlyConfigured(
+                "RAKUTEN_APP_ID is not one of RAKUTEN_APP_IDS: set one or the other"
+            )
+        return pairs
+    if single_id and not single_key:
+        raise ImproperlyConfigured(
+            "RAKUTEN_APP_ID is set without its access key: set RAKUTEN_ACCESS_KEY to the "
+            "application's access key (pk_…), shown beside its id on Rakuten Developers"
+        )
+    if single_key and not single_id:
+        raise ImproperlyConfigured(
+            "RAKUTEN_ACCESS_KEY is set without RAKUTEN_APP_ID: set the application id too"
+        )
+    return {single_id: single_key} if single_id else {}
+
+
+def check_rakuten_api_url(base: str, version: str) -> None:
+    """Refuse a Rakuten Item Search URL (`base`/`version`: RAKUTEN_API_URL and
+    RAKUTEN_API_VERSION) that would fail every request: a version that is not a date, the
+    host that stopped in May 2026, a base that already ends in a version."""
+    from urllib.parse import urlsplit
+
+    if not re.fullmatch(r"\d{8}", version):
+        raise ImproperlyConfigured(
+            f"RAKUTEN_API_VERSION must be a date of eight digits (e.g. 20260701), got {version!r}"
+        )
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(f"RAKUTEN_API_URL must be an http(s) URL, got {base!r}")
+    if parts.hostname == "app.rakuten.co.jp":
+        raise ImproperlyConfigured(
+            "RAKUTEN_API_URL names app.rakuten.co.jp, which stopped answering on 2026-05-14: "
+            "unset it (the default is https://openapi.rakuten.co.jp/ichibams/api/IchibaItem/"
+            "Search)"
+        )
+    if re.search(r"/\d{8}/?$", parts.path):
+        raise ImproperlyConfigured(
+            "RAKUTEN_API_URL ends in a version: give it without one, and the version in "
+            "RAKUTEN_API_VERSION"
+        )
+
+
+def site_origin(name: str, url: str) -> str:
+    """The origin (scheme://host[:port]) of the site in setting `name`; '' when unset."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(f"{name} must be an http(s) URL, got {url!r}")
+    return f"{parts.scheme}://{parts.netloc}"

@@ -14,13 +14,16 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy
 
 from yasugoro.env import (
+    check_rakuten_api_url,
     email_settings_from_url,
     env_bool,
     env_float,
     env_int,
     env_list,
     env_str,
+    rakuten_applications,
     secret_from_file,
+    site_origin,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -254,13 +257,25 @@ PUSH_SUBSCRIPTION_MAX_BYTES = 4096
 # Source name -> class implementing watches.marketplaces.base.Marketplace (the demo's is added
 # with the demo app, below).
 MARKETPLACE_ADAPTERS: dict[str, str] = {}
-RAKUTEN_APP_ID = env_str("RAKUTEN_APP_ID")
-# Several application ids add up: each has its own allowance of RAKUTEN_RATE_PER_SECOND.
-RAKUTEN_APP_IDS = env_list("RAKUTEN_APP_IDS", [RAKUTEN_APP_ID] if RAKUTEN_APP_ID else [])
-RAKUTEN_APP_ID = RAKUTEN_APP_ID or (RAKUTEN_APP_IDS[0] if RAKUTEN_APP_IDS else "")
+# Rakuten Ichiba Item Search (watches.marketplaces.rakuten; docs/marketplaces.md). Every
+# application id comes with its access key: RAKUTEN_APP_ID with RAKUTEN_ACCESS_KEY, or several
+# applications as RAKUTEN_APP_IDS=id:key,id:key, each with its own allowance of
+# RAKUTEN_RATE_PER_SECOND. An id without its key stops start-up.
+RAKUTEN_ACCESS_KEYS = rakuten_applications()  # application id -> access key
+RAKUTEN_APP_IDS = list(RAKUTEN_ACCESS_KEYS)
+RAKUTEN_APP_ID = RAKUTEN_APP_IDS[0] if RAKUTEN_APP_IDS else ""
+RAKUTEN_ACCESS_KEY = RAKUTEN_ACCESS_KEYS.get(RAKUTEN_APP_ID, "")
+# Rakuten retires versions with little notice (a retired one answers every request with
+# 400 "API Configuration not found"): the version is a setting of its own, on the base URL.
+RAKUTEN_API_VERSION = env_str("RAKUTEN_API_VERSION", "20260701")
 RAKUTEN_API_URL = env_str(
-    "RAKUTEN_API_URL", "https://app.rakuten.co.jp/services/api/IchibaItem/Search/20220601"
+    "RAKUTEN_API_URL", "https://openapi.rakuten.co.jp/ichibams/api/IchibaItem/Search"
 )
+check_rakuten_api_url(RAKUTEN_API_URL, RAKUTEN_API_VERSION)  # the adapter asks base/version
+# An application registered as a web application must name its registered site: sent as
+# Origin and Referer. A backend registration is checked by IP address instead: leave unset.
+RAKUTEN_SITE_URL = env_str("RAKUTEN_SITE_URL")
+site_origin("RAKUTEN_SITE_URL", RAKUTEN_SITE_URL)  # refuses what is not a site's URL
 RAKUTEN_RATE_PER_SECOND = env_float("RAKUTEN_RATE_PER_SECOND", 1.0, minimum=0.01)
 RAKUTEN_CONNECT_TIMEOUT = env_float("RAKUTEN_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 RAKUTEN_READ_TIMEOUT = env_float("RAKUTEN_READ_TIMEOUT", 10.0, minimum=0.01)
@@ -279,10 +294,14 @@ YAHOO_RATE_PER_SECOND = env_float("YAHOO_RATE_PER_SECOND", 1.0, minimum=0.01)
 YAHOO_CONNECT_TIMEOUT = env_float("YAHOO_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 YAHOO_READ_TIMEOUT = env_float("YAHOO_READ_TIMEOUT", 10.0, minimum=0.01)
 YAHOO_MAX_WAIT_SECONDS = env_float("YAHOO_MAX_WAIT_SECONDS", 10.0, minimum=0)
-# Offers asked for per JAN code, cheapest first (the API answers at most 100 a request).
+# Offers asked for per JAN code, cheapest first. At most 50: the most one request answers
+# (docs/marketplaces.md: a `results` above the maximum is refused, one below only answers less).
 YAHOO_OFFERS_PER_PRODUCT = env_int("YAHOO_OFFERS_PER_PRODUCT", 50, minimum=1)
-if YAHOO_OFFERS_PER_PRODUCT > 100:
-    raise ImproperlyConfigured("YAHOO_OFFERS_PER_PRODUCT must be at most 100 (the API's page)")
+if YAHOO_OFFERS_PER_PRODUCT > 50:
+    raise ImproperlyConfigured(
+        "YAHOO_OFFERS_PER_PRODUCT must be at most 50 (the most one request answers), "
+        f"got {YAHOO_OFFERS_PER_PRODUCT}"
+    )
 if YAHOO_APP_ID:
     MARKETPLACE_ADAPTERS["yahoo"] = "watches.marketplaces.yahoo.YahooMarketplace"
 

@@ -16,6 +16,8 @@ import pytest
 from demo.catalogue import CATALOGUE
 
 BASE = Path(__file__).resolve().parents[2]
+# A production with Rakuten: an application id with its access key.
+RAKUTEN = {"RAKUTEN_APP_ID": "x", "RAKUTEN_ACCESS_KEY": "pk_x"}
 
 # Imports every module of the production packages, then reports what is installed and whether
 # anything pulled in a demo module.
@@ -43,7 +45,16 @@ def environment(tmp_path: Path, **variables: str) -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         # The test process's own settings set some of these: each case starts from none.
-        if key not in {"DEBUG", "DEMO_MARKET", "DEMO_TICK", "RAKUTEN_APP_ID", "DATABASE_URL"}
+        if key
+        not in {
+            "DEBUG",
+            "DEMO_MARKET",
+            "DEMO_TICK",
+            "RAKUTEN_APP_ID",
+            "RAKUTEN_APP_IDS",
+            "RAKUTEN_ACCESS_KEY",
+            "DATABASE_URL",
+        }
     }
     env.update(
         DJANGO_SETTINGS_MODULE="yasugoro.settings",
@@ -78,10 +89,10 @@ def probe(env: dict[str, str]) -> dict:
     ("variables", "installed", "tick"),
     [
         ({}, True, False),  # production without a real marketplace: the demo is all there is
-        ({"RAKUTEN_APP_ID": "x"}, False, False),  # production with Rakuten: no demo
-        ({"DEBUG": "1", "RAKUTEN_APP_ID": "x"}, True, True),  # development: always the demo
+        (RAKUTEN, False, False),  # production with Rakuten: no demo
+        ({"DEBUG": "1", **RAKUTEN}, True, True),  # development: always the demo
         ({"DEBUG": "1", "DEMO_MARKET": "0"}, False, False),
-        ({"RAKUTEN_APP_ID": "x", "DEMO_MARKET": "1", "DEMO_TICK": "1"}, True, True),
+        ({**RAKUTEN, "DEMO_MARKET": "1", "DEMO_TICK": "1"}, True, True),
     ],
     ids=["production", "production-with-rakuten", "debug", "switched-off", "switched-on"],
 )
@@ -102,7 +113,7 @@ def test_a_demo_tick_without_a_demo_market_is_one_clear_error(tmp_path):
 
 
 def test_without_the_demo_production_migrates_checks_and_polls_then_adopts_it_later(tmp_path):
-    without = environment(tmp_path, RAKUTEN_APP_ID="x")
+    without = environment(tmp_path, **RAKUTEN)
     manage(without, "migrate", "--noinput")
     manage(without, "check")
     manage(without, "makemigrations", "--check", "--dry-run")
@@ -123,7 +134,7 @@ def test_without_the_demo_production_migrates_checks_and_polls_then_adopts_it_la
     assert state == ["['demo_demoproduct']", "0"]
 
     # Switched on later: the demo's migrations take up the table and the catalogue loads.
-    with_demo = environment(tmp_path, RAKUTEN_APP_ID="x", DEMO_MARKET="1", DEMO_TICK="1")
+    with_demo = environment(tmp_path, **RAKUTEN, DEMO_MARKET="1", DEMO_TICK="1")
     migrated = manage(with_demo, "migrate", "--noinput").stdout
     assert "Applying demo.0001_initial... OK" in migrated
     assert f"seeded: products={len(CATALOGUE)}" in manage(with_demo, "seed_demo").stdout

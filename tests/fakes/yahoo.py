@@ -2,12 +2,17 @@
 
 It answers `GET /ShoppingWebService/V3/itemSearch?appid=…` in the documented JSON shape
 (`totalResultsAvailable`, `totalResultsReturned`, `firstResultsPosition`, `request`,
-`hits[]`) for the items a test puts in (`add`), in both shapes the adapter asks:
+`hits[]`) from a catalogue (`add`, `set`): items with a store, an optional JAN code, a price,
+stock, a review count and an update stamp that moves on every price or stock change. It finds
+by `jan_code`, by `seller_id`, by `query` (every word in the item's name or code), each
+narrowed by `in_stock` when given, in the order `sort` asks (`-score`, the default: as added;
+`+price`, `-price`, `-review_count`), paged by `start` and `results`.
 
-- `jan_code=…&sort=+price&results=N`: every item with that JAN code, cheapest first;
-- `seller_id=store&query=item`: the store's items whose code contains the query.
+It checks what the real service checks (docs/marketplaces.md) and answers its error bodies:
+no `appid` → 400, an `appid` it does not know → 403 (Yahoo's gateway answers both in XML);
+`results` above RESULTS_MAX, `start + results` above 1000, an undocumented `sort` → 400.
 
-It misbehaves on demand per JAN code or item code (`behave[key] = "…"`):
+It misbehaves on demand per JAN code, seller, query or `store_item` code (`behave[key]`):
 
     rate_limited    429 with Retry-After (`retry_after`; None sends none)
     server          500 {"Error": {"Message": …}}
@@ -19,19 +24,24 @@ It misbehaves on demand per JAN code or item code (`behave[key] = "…"`):
     empty           200 with no hits
     loose           200 with every item, whatever its JAN code (as a keyword search answers)
     not_found       404
-    bad_appid       403 {"Error": {"Message": "Invalid appid"}} (any request with a wrong appid)
+    bad_appid       403 {"Error": {"Message": "Invalid appid"}} (the JSON form)
 
-Every request is recorded (`requests`) so tests can count what was asked, and how often.
+Every request is recorded (`requests`, `received`) so tests can count what was asked, and how
+often; with `per_second` set it refuses (429) what goes over the allowance of an appid in one
+wall-clock second, as the real one counts it.
 """
 
 from __future__ import annotations
 
 import json
 
-from tests.fakes.server import Answer, FakeAPI
+from tests.fakes.server import Answer, FakeAPI, Received
 
 APP_ID = "test-yahoo-app-id"
 PATH = "/ShoppingWebService/V3/itemSearch"
+RESULTS_MAX = 50
+RESULTS_WINDOW = 1000  # start + results may not go past it
+SORTS = ("-score", "+price", "-price", "-review_count")
 # shipping.code as the API documents it.
 SHIPPING = {1: "設定なし", 2: "送料無料", 3: "条件付き送料無料"}
 
@@ -43,6 +53,7 @@ def yahoo_hit(
     price: int = 500,
     in_stock: bool = True,
     shipping: int = 2,
+    reviews: int = 12,
     **overrides,
 ) -> dict:
     """One hit as itemSearch v3 returns it (a realistic subset of its fields)."""
@@ -61,13 +72,13 @@ def yahoo_hit(
             "small": f"https://item-shopping.c.yimg.jp/i/c/{code}",
             "medium": f"https://item-shopping.c.yimg.jp/i/g/{code}",
         },
-        "review": {"rate": 4.5, "count": 12, "url": ""},
+        "review": {"rate": 4.5, "count": reviews, "url": ""},
         "affiliateRate": 1.0,
         "price": price,
         "premiumPrice": price,
         "premiumPriceStatus": False,
         "priceLabel": {"taxable": True, "defaultPrice": price, "discountedPrice": None},
-        "point": {"amount": price // 100, "times": 1},
+        "point": {"amount": price // 100, "times": 1, "bonusAmount": 0, "bonusTimes": 0},
         "shipping": {"code": shipping, "name": SHIPPING.get(shipping, "")},
         "genreCategory": {"id": 1610, "name": "日用品", "depth": 2},
         "brand": {"id": 0, "name": ""},
@@ -87,30 +98,49 @@ class FakeYahoo(FakeAPI):
     def __init__(self) -> None:
         super().__init__(PATH)
         self.items: dict[str, dict] = {}
+        self.stamps: dict[str, int] = {}  # item code -> its update stamp (higher: later)
+        self._stamp = 0
         self.behave: dict[str, str] = {}
         self.retry_after: str | None = "120"
+        self.app_ids = {APP_ID}
 
     def add(self, code: str, **kwargs) -> dict:
         with self.lock:
             self.items[code] = yahoo_hit(code, **kwargs)
+            self._touch(code)
             return self.items[code]
 
     def set(self, item_code: str, /, **changes) -> None:
-        """Change an item's fields (`price`, `inStock`, …) as the store would."""
+        """Change an item's fields (`price`, `inStock`, …) as the store would; a new price or
+        stock moves its update stamp."""
         with self.lock:
-            self.items[item_code].update(changes)
+            item = self.items[item_code]
+            moved = any(
+                item.get(name) != changes[name] for name in ("price", "inStock") if name in changes
+            )
+            item.update(changes)
+            if moved:
+                self._touch(item_code)
+
+    def _touch(self, code: str) -> None:
+        self._stamp += 1
+        self.stamps[code] = self._stamp
 
     def asked_for_jan(self, jan: str) -> int:
         return sum(1 for query in self.requests if query.get("jan_code") == jan)
 
-    def answer(self, path: str, query: dict[str, str]) -> Answer:
-        if path != PATH:
-            return _json(404, {"Error": {"Message": "Not Found"}})
-        if query.get("appid") != APP_ID:
-            return _json(403, {"Error": {"Message": "Invalid appid"}})
+    def arrived(self, request: Received) -> Received | None:
+        self.over_allowance(request.query.get("appid", ""))
+        return request
+
+    def answer(self, request: Received) -> Answer:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        query = request.query
         jan = query.get("jan_code", "")
         seller, words = query.get("seller_id", ""), query.get("query", "")
-        key = jan or f"{seller}_{words}"
+        key = jan or (f"{seller}_{words}" if seller and words else seller or words)
         behaviour = self.behave.get(key, "")
         if behaviour == "rate_limited":
             status, headers, body = _json(
@@ -132,39 +162,81 @@ class FakeYahoo(FakeAPI):
             return _json(404, {"Error": {"Message": "Not Found"}})
         if behaviour == "bad_appid":
             return _json(403, {"Error": {"Message": "Invalid appid"}})
+        start, results = int(query.get("start", "1")), int(query.get("results", "20"))
         with self.lock:
-            items = [dict(item) for item in self.items.values()]
-        if behaviour == "loose":
-            hits = items
-        elif jan:
-            hits = [item for item in items if item.get("janCode") == jan]
-        else:
-            hits = [
-                item
-                for item in items
-                if item["seller"].get("sellerId") == seller and words in str(item["code"])
-            ]
-        if query.get("sort") == "+price":
-            hits.sort(key=lambda item: item["price"])
-        hits = hits[: int(query.get("results", "20"))]
+            found = self._search(query, everything=behaviour == "loose")
+            total = len(found)
+            hits = [dict(self.items[code]) for code in found[start - 1 : start - 1 + results]]
         if behaviour == "empty":
-            hits = []
+            hits, total = [], 0
         if behaviour == "missing_fields":
             hits = [{k: v for k, v in hit.items() if k != "price"} for hit in hits]
         if behaviour == "wrong_types":
             hits = [{**hit, "price": str(hit["price"])} for hit in hits]
-        for index, hit in enumerate(hits, start=1):
+        for index, hit in enumerate(hits, start=start):
             hit["index"] = index
         page = {
-            "totalResultsAvailable": len(hits),
+            "totalResultsAvailable": total,
             "totalResultsReturned": len(hits),
-            "firstResultsPosition": 1,
+            "firstResultsPosition": start if hits else 0,
             "request": {"query": words},
             "hits": hits,
         }
         return _json(200, page)
 
+    def _refused(self, request: Received) -> Answer:
+        """The real service's refusals; None when the request may be answered."""
+        query = request.query
+        if request.path != PATH:
+            return _json(404, {"Error": {"Message": "Not Found"}})
+        if not query.get("appid"):
+            return _xml(400, "Bad Request: Authentication parameters in your request incompleted.")
+        if query["appid"] not in self.app_ids:
+            return _xml(403, "Your Request was Forbidden")
+        start, results = query.get("start", "1"), query.get("results", "20")
+        if not results.isdigit() or not 1 <= int(results) <= RESULTS_MAX:
+            return _json(400, {"Error": {"Message": f"results must be 1 to {RESULTS_MAX}"}})
+        if not start.isdigit() or int(start) < 1 or int(start) + int(results) > RESULTS_WINDOW:
+            return _json(400, {"Error": {"Message": "start + results must be 1000 or less"}})
+        if query.get("sort", "-score") not in SORTS:
+            return _json(400, {"Error": {"Message": "sort is invalid"}})
+        return None
+
+    def _search(self, query: dict[str, str], *, everything: bool = False) -> list[str]:
+        """The codes of the items the query finds, in the order its sort asks."""
+        codes = list(self.items)
+        if everything:
+            return codes
+        if query.get("jan_code"):
+            codes = [c for c in codes if self.items[c].get("janCode") == query["jan_code"]]
+        if query.get("seller_id"):
+            seller = query["seller_id"]
+            codes = [c for c in codes if self.items[c]["seller"].get("sellerId") == seller]
+        if query.get("query"):
+            words = query["query"].split()
+            codes = [c for c in codes if all(w in self._text(c) for w in words)]
+        if query.get("in_stock") in ("true", "1"):
+            codes = [code for code in codes if self.items[code].get("inStock") is True]
+        elif query.get("in_stock") in ("false", "0"):
+            codes = [code for code in codes if self.items[code].get("inStock") is False]
+        sort = query.get("sort", "-score")
+        if sort.endswith("price"):
+            codes.sort(key=lambda c: self.items[c]["price"], reverse=sort == "-price")
+        elif sort == "-review_count":
+            codes.sort(key=lambda c: self.items[c]["review"]["count"], reverse=True)
+        return codes
+
+    def _text(self, code: str) -> str:
+        item = self.items[code]
+        return f"{item.get('name', '')} {item.get('code', '')}"
+
 
 def _json(status: int, data: dict) -> tuple[int, dict[str, str], bytes]:
     body = json.dumps(data, ensure_ascii=False).encode()
     return status, {"Content-Type": "application/json; charset=UTF-8"}, body
+
+
+def _xml(status: int, message: str) -> tuple[int, dict[str, str], bytes]:
+    body = f'<?xml version="1.0" encoding="utf-8" ?>\n<Error>\n<Message>\n{message}\n</Message>\n'
+    body += "</Error>\n"
+    return status, {"Content-Type": "application/xml"}, body.encode()

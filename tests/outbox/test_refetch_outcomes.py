@@ -91,3 +91,26 @@ def test_the_dispatcher_sends_from_the_fresh_price(
     listing = Listing.objects.get(source=source, item_code=code)
     assert listing.price == 880
     assert PricePoint.objects.filter(listing=listing, price=880).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("fixture", "source", "code", "refusal"),
+    [
+        pytest.param("ichiba", "rakuten", "yasu-shop:tp-12r", "unauthorized", id="rakuten"),
+        pytest.param("yahoo", "yahoo", "yasu-store_tp-12r", "bad_appid", id="yahoo"),
+    ],
+)
+def test_a_configuration_fault_is_retried_as_a_bad_answer_for_now(
+    request, recording_channel, fixture, source, code, refusal
+):
+    """`config` has no outcome of its own in the dispatcher yet: the row waits and retries,
+    as for a bad answer, and the event keeps the kind and what to fix."""
+    fake, row = pending_row(request, fixture, source, code)
+    fake.behave[code] = refusal
+    run_cycle()
+    row.refresh_from_db()
+    assert (row.status, row.reason) == (Status.RETRY, Reason.REFETCH_BAD_RESPONSE)
+    event = row.events.order_by("-id").first()
+    assert event.data["fetch_error"] == "config"
+    assert "_APP_ID" in event.data["detail"]  # the setting to check

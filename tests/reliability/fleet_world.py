@@ -34,8 +34,8 @@ def rakuten_listings(ichiba: FakeIchiba, count: int) -> list[Listing]:
 def flip_price(ichiba: FakeIchiba, listing: Listing) -> None:
     """Move one item across the target at the fake: a poll or a re-fetch sees it there."""
     with ichiba.lock:
-        item = ichiba.items[listing.item_code]
-        item["itemPrice"] = HIGH if item["itemPrice"] == LOW else LOW
+        price = ichiba.items[listing.item_code]["itemPrice"]
+    ichiba.set(listing.item_code, price=HIGH if price == LOW else LOW)
 
 
 def add_watches(devices: list[Device], listings: list[Listing], start: int, count: int) -> int:

@@ -38,7 +38,7 @@ from django_q.scheduler import scheduler
 from django_q.tasks import async_task
 
 from outbox.models import DispatchRun
-from tests.fakes.ichiba import FakeIchiba
+from tests.fakes.ichiba import FakeIchiba, key_for
 from tests.reliability.fleet_world import (
     account,
     add_watches,
@@ -81,7 +81,7 @@ def fleet_redis():
 @pytest.fixture
 def budgeted_ichiba():
     fake = FakeIchiba()
-    fake.app_ids = set(APP_IDS)
+    fake.accept(*APP_IDS)
     fake.per_second = BUDGET
     fake.start()
     yield fake
@@ -105,7 +105,7 @@ def test_a_growing_fleet_delivers_exactly_once_within_the_marketplace_budget(
     env = child_env(
         DJANGO_SETTINGS_MODULE="tests.reliability.fleet_settings",
         REDIS_URL=fleet_redis,
-        RAKUTEN_APP_IDS=",".join(APP_IDS),
+        RAKUTEN_APP_IDS=",".join(f"{app_id}:{key_for(app_id)}" for app_id in APP_IDS),
         RAKUTEN_API_URL=ichiba.url,
         RAKUTEN_RATE_PER_SECOND=BUDGET,
         Q_WORKERS=WORKERS,

@@ -299,7 +299,7 @@ def test_a_row_waits_out_an_unreachable_budget_without_spending_its_retries(
 
 def test_the_adapter_spreads_requests_over_its_application_ids(ichiba, settings):
     settings.RAKUTEN_APP_IDS = ["id-one", "id-two"]
-    ichiba.app_ids = set(settings.RAKUTEN_APP_IDS)
+    settings.RAKUTEN_ACCESS_KEYS = ichiba.accept(*settings.RAKUTEN_APP_IDS)
     clock = FakeClock(sleeping_moves_time=False)
     for app_id in settings.RAKUTEN_APP_IDS:
         install_limiter(

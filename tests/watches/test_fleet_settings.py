@@ -18,6 +18,7 @@ from django.conf import settings
 print(json.dumps({
     "ids": settings.RAKUTEN_APP_IDS,
     "id": settings.RAKUTEN_APP_ID,
+    "keys": settings.RAKUTEN_ACCESS_KEYS,
     "adapters": sorted(settings.MARKETPLACE_ADAPTERS),
     "share": settings.POLL_REFETCH_SHARE,
 }))
@@ -29,18 +30,20 @@ def run(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess:
 
 
 def test_several_application_ids_configure_rakuten_without_a_single_one(tmp_path):
-    result = run(tmp_path, RAKUTEN_APP_IDS="first-id, second-id")
+    result = run(tmp_path, RAKUTEN_APP_IDS="first-id:pk_first, second-id:pk_second")
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["ids"] == ["first-id", "second-id"]
     assert seen["id"] == "first-id"
+    assert seen["keys"] == {"first-id": "pk_first", "second-id": "pk_second"}
     assert seen["adapters"] == ["rakuten"]  # production with Rakuten: no demo
 
 
 def test_one_application_id_is_a_list_of_one(tmp_path):
-    result = run(tmp_path, RAKUTEN_APP_ID="only-id")
+    result = run(tmp_path, RAKUTEN_APP_ID="only-id", RAKUTEN_ACCESS_KEY="pk_only")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["ids"] == ["only-id"]
+    seen = json.loads(result.stdout)
+    assert (seen["ids"], seen["keys"]) == (["only-id"], {"only-id": "pk_only"})
 
 
 def test_a_refetch_share_of_everything_stops_start_up_with_one_clear_error(tmp_path):

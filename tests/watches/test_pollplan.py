@@ -210,6 +210,7 @@ def test_several_application_ids_give_a_run_more(rakuten, settings):
     settings.POLL_MAX_SECONDS = 100
     settings.POLL_REFETCH_SHARE = 0.2
     settings.RAKUTEN_APP_IDS = [APP_ID, "second-id"]
+    settings.RAKUTEN_ACCESS_KEYS = rakuten.accept(*settings.RAKUTEN_APP_IDS)
     try:
         # The second id has its own process-local limiter at the configured rate.
         assert run_budget("rakuten") == int(80 + settings.RAKUTEN_RATE_PER_SECOND * 80)

@@ -201,7 +201,7 @@ def test_429_without_retry_after_is_rate_limited_without_a_delay(stocked, ask, k
                 ("wrong_types", FetchKind.BAD_RESPONSE),
                 ("empty", FetchKind.EMPTY),
                 ("not_found", FetchKind.NOT_FOUND),
-                ("bad_appid", FetchKind.BAD_RESPONSE),
+                ("bad_appid", FetchKind.CONFIG),
             )
         ]
     ],
@@ -228,10 +228,46 @@ def test_yahoos_error_message_is_kept_in_the_detail(stocked):
     assert fetch_one().detail == "HTTP 500 Internal Server Error"
 
 
-def test_a_wrong_application_id_is_bad_response(stocked, settings):
+# --- configuration faults: Yahoo will not answer until a person acts --------------------------
+
+
+def test_a_wrong_application_id_is_config_naming_the_setting(stocked, settings):
     settings.YAHOO_APP_ID = "not-the-right-one"
     result = fetch_one()
-    assert result.kind == FetchKind.BAD_RESPONSE and "Invalid appid" in result.detail
+    assert result.kind == FetchKind.CONFIG and not result.kind.transient
+    assert "set YAHOO_APP_ID" in result.detail
+    assert "HTTP 403 Your Request was Forbidden" in result.detail  # the gateway's XML, read
+    assert "not-the-right-one" not in result.detail
+
+
+def test_the_json_form_of_a_refused_appid_is_read_too(stocked):
+    stocked.behave[JAN] = "bad_appid"
+    result = offers_of()
+    assert result.kind == FetchKind.CONFIG and "HTTP 403 Invalid appid" in result.detail
+
+
+def test_an_application_id_lost_on_the_way_is_config(stocked):
+    adapter = YahooMarketplace()
+    adapter.app_id = ""  # what reaches Yahoo: an empty appid
+    result = adapter.fetch([CODE])[CODE]
+    assert result.kind == FetchKind.CONFIG and "YAHOO_APP_ID" in result.detail
+    assert "Authentication parameters" in result.detail
+
+
+def test_after_a_config_fault_the_rest_of_the_batch_is_not_asked(stocked, settings):
+    stocked.add("yasu-store_dt-2k", jan=OTHER_JAN)
+    settings.YAHOO_APP_ID = "not-the-right-one"
+    results = YahooMarketplace().offers([JAN, OTHER_JAN])
+    assert len(stocked.requests) == 1
+    assert results[OTHER_JAN] == results[JAN] and results[JAN].kind == FetchKind.CONFIG
+
+
+def test_offers_per_product_above_one_requests_answer_stop_start_up(tmp_path):
+    from tests.demo.test_demo_app import environment, run
+
+    result = run(environment(tmp_path, YAHOO_OFFERS_PER_PRODUCT="51"), "manage.py", "check")
+    assert result.returncode != 0
+    assert "YAHOO_OFFERS_PER_PRODUCT must be at most 50" in result.stderr
 
 
 def test_a_refused_connection_is_network(yahoo, settings):

@@ -11,6 +11,8 @@ from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
 
 MAX_DETAIL = 150
+# A configuration fault's detail says what to fix and what the marketplace said: longer.
+MAX_CONFIG_DETAIL = 300
 MAX_URL = 1000
 
 
@@ -36,6 +38,19 @@ def typed(data: Mapping[str, Any], key: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise Malformed(f"{key} must be {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+def whole_number(data: Mapping[str, Any], key: str) -> int:
+    """A required whole number that an API may send as a JSON number or as a string of
+    digits ("3290"); anything else raises Malformed."""
+    if key not in data:
+        raise Malformed(f"missing field {key}")
+    value = data[key]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise Malformed(f"{key} must be a whole number, got {clip(repr(value), 40)}")
 
 
 def safe_url(url: str | None) -> str:

@@ -23,12 +23,17 @@ class FetchKind(StrEnum):
     SERVER = "server"
     NETWORK = "network"
     BAD_RESPONSE = "bad_response"
+    # The marketplace will not answer until a person acts: a retired API version, a missing
+    # or wrong access key or application id, a site or IP address the registration does not
+    # allow. Its detail says what to fix (the setting, or the registration) in words.
+    CONFIG = "config"
 
     @property
     def transient(self) -> bool:
         return self in TRANSIENT_KINDS
 
 
+# CONFIG is not among them: asking again changes nothing until a person acts.
 TRANSIENT_KINDS = frozenset(
     {FetchKind.RATE_LIMITED, FetchKind.SERVER, FetchKind.NETWORK, FetchKind.BAD_RESPONSE}
 )

@@ -1,8 +1,14 @@
-"""Rakuten Ichiba, through its Item Search API (one item code per request).
+"""Rakuten Ichiba, through its Item Search API on openapi.rakuten.co.jp (docs/marketplaces.md).
 
-We ask with `formatVersion=2` (items come flattened in `Items[]`) and `availability=0` (sold-out
-items are answered too, with `availability: 0`, so an out-of-stock item keeps its name and
-price). Every outcome becomes an Observation or a FetchError kind:
+Every request names the application id (`applicationId`) and carries its access key in the
+`accessKey` header — never in the URL, which can end up in logs —, and, when
+`RAKUTEN_SITE_URL` is set (an application registered as a web application), that site as
+`Origin` and `Referer`. The version is a setting of its own (`RAKUTEN_API_VERSION`) on the base
+URL (`RAKUTEN_API_URL`): Rakuten retires versions with little notice.
+
+We ask with `formatVersion=2` (items come flattened in `Items[]`) and, for one item,
+`availability=0` (sold-out items are answered too, with `availability: 0`, so an out-of-stock
+item keeps its name and price). Every outcome becomes an Observation or a FetchError kind:
 
 - an item with `availability: 1` → Observation in stock; `availability: 0` → Observation out
   of stock (the dispatcher drops it `out_of_stock`, exactly as for `empty`);
@@ -10,7 +16,16 @@ price). Every outcome becomes an Observation or a FetchError kind:
 - HTTP 404 or `error: not_found` → `not_found`;
 - HTTP 429 or `error: too_many_requests` → `rate_limited`, with the server's `Retry-After`;
 - HTTP 5xx → `server`; a timeout or a refused/broken connection → `network`;
+- what only a person can fix → `config`, its detail naming the setting or the registration:
+  an unknown or retired version (400 "API Configuration not found"), no access key (400
+  "accessKey must be present…"), an unknown application id (400 "specify valid
+  applicationId"), a refused id or key (401, 403), a site or IP address the registration does
+  not allow (403 …HTTP_REFERRER_MISSING / HTTP_REFERRER_NOT_ALLOWED / CLIENT_IP_NOT_ALLOWED).
+  The rest of the batch then answers the same error without a request;
 - malformed JSON, missing fields, wrong types, another 4xx → `bad_response`.
+
+Errors come in two shapes, `{"error", "error_description"}` and the gateway's
+`{"errors": {"errorCode", "errorMessage"}}`; either message is kept (clipped) in the detail.
 
 Requests go through one `requests.Session` per adapter and the budget of the application ids
 (`watches.marketplaces.ratelimit`): shared by every caller in the fleet with `REDIS_URL`, in the
@@ -23,8 +38,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import requests
 from django.conf import settings
@@ -34,100 +49,130 @@ from django.utils import timezone
 from common.counters import count_marketplace_request
 from common.retry_after import parse_retry_after
 from common.text import clip
-from watches.marketplaces.answers import MAX_DETAIL as _MAX_DETAIL
-from watches.marketplaces.answers import Malformed as _Malformed
-from watches.marketplaces.answers import field as _field
-from watches.marketplaces.answers import optional as _optional
-from watches.marketplaces.answers import request_failed as _detail
-from watches.marketplaces.answers import safe_url as _safe_url
+from watches.marketplaces.answers import (
+    MAX_CONFIG_DETAIL,
+    MAX_DETAIL,
+    Malformed,
+    field,
+    optional,
+    request_failed,
+    safe_url,
+    whole_number,
+)
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
-from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
+from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, app_id_label, limiter_for
 
 log = logging.getLogger("watches.marketplaces.rakuten")
 
+_K = TypeVar("_K")
+_R = TypeVar("_R")
+
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
+# Where the access key of an application is set: named in every detail about a key.
+_KEY_SETTING = "RAKUTEN_ACCESS_KEY (or id:key in RAKUTEN_APP_IDS)"
 
 
 class RakutenMarketplace:
     source = "rakuten"
 
     def __init__(self) -> None:
-        self.app_ids: list[str] = app_ids()
-        if not self.app_ids:
+        self.keys: dict[str, str] = applications()
+        if not self.keys:
             raise ImproperlyConfigured("RAKUTEN_APP_ID is not set")
-        self.url: str = settings.RAKUTEN_API_URL
+        self.app_ids: list[str] = list(self.keys)
+        self.version: str = settings.RAKUTEN_API_VERSION
+        self.url: str = f"{settings.RAKUTEN_API_URL.rstrip('/')}/{self.version}"
+        self.site: str = settings.RAKUTEN_SITE_URL
         self.timeout = (settings.RAKUTEN_CONNECT_TIMEOUT, settings.RAKUTEN_READ_TIMEOUT)
         self.max_wait: float = settings.RAKUTEN_MAX_WAIT_SECONDS
         self.budget = budget()
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "Yasugoro price watch"
+        if self.site:
+            self.session.headers["Origin"] = _origin(self.site)
+            self.session.headers["Referer"] = self.site
+        # What the rest of a batch answers without a request: the shared budget out of
+        # reach, or a configuration fault (every request would get the same answer).
+        self._stop: FetchError | None = None
+        # The application id the last `_ask` sent a request under (None: it sent none).
+        self._asked: str | None = None
 
     def fetch(self, item_codes: Iterable[str]) -> dict[str, FetchResult]:
-        codes = list(dict.fromkeys(item_codes))
-        results: dict[str, FetchResult] = {}
+        """One request per item code."""
+        return self._each(item_codes, self._item)
+
+    def _each(self, keys: Iterable[_K], ask: Callable[[_K], _R]) -> dict[_K, _R | FetchError]:
+        results: dict[_K, _R | FetchError] = {}
+        self._stop = None
         try:
-            unavailable: FetchError | None = None
-            for code in codes:
-                if unavailable is not None:
-                    results[code] = unavailable
+            for key in dict.fromkeys(keys):
+                if self._stop is not None:
+                    results[key] = self._stop
                     continue
-                try:
-                    slot = self.budget.acquire(max_wait=self.max_wait)
-                    wait = None if slot is not None else self.budget.wait_needed()
-                except LimiterUnavailable as exc:
-                    # No budget, no request: the fleet's allowance is unknown. The rest of
-                    # the batch is not asked either (each try could wait out a timeout).
-                    results[code] = unavailable = FetchError(
-                        FetchKind.RATE_LIMITED, str(exc), ours=True
-                    )
-                    continue
-                if slot is None:
-                    # Held off (a 429) for longer than a caller should block: the rest of
-                    # the batch is rate limited without asking.
-                    results[code] = FetchError(
-                        FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=wait
-                    )
-                    continue
-                results[code] = self._fetch_one(code, slot.app_id)
-                count_marketplace_request(self.source, slot.app_id, results[code])
+                self._asked = None
+                results[key] = ask(key)
+                if self._asked is not None:
+                    count_marketplace_request(self.source, self._asked, results[key])
         finally:
             self.session.close()
         return results
 
-    def _fetch_one(self, code: str, app_id: str) -> FetchResult:
-        params = {
-            "applicationId": app_id,
-            "itemCode": code,
-            "formatVersion": 2,
-            "availability": 0,
-            "format": "json",
-        }
+    def _item(self, code: str) -> FetchResult:
+        answer = self._ask({"itemCode": code, "availability": 0})
+        return answer if isinstance(answer, FetchError) else read_item(code, *answer)
+
+    def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
+        """One request through the budget: the answer's JSON object and when it came, or
+        what went wrong. A fault that stops the batch is kept in `_stop`."""
+        try:
+            slot = self.budget.acquire(max_wait=self.max_wait)
+        except LimiterUnavailable as exc:
+            # No budget, no request: the fleet's allowance is unknown. The rest of the batch
+            # is not asked either (each try could wait out a timeout).
+            self._stop = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
+            return self._stop
+        if slot is None:
+            # Held off (a 429) for longer than a caller should block: rate limited without
+            # asking (the next key's try is refused at once the same way).
+            return FetchError(
+                FetchKind.RATE_LIMITED,
+                "waiting out the rate limit",
+                retry_after=self.budget.wait_needed(),
+            )
+        self._asked = app_id = slot.app_id
+        query = {"applicationId": app_id, "formatVersion": 2, "format": "json", **params}
         try:
             response = self.session.get(
-                self.url, params=params, timeout=self.timeout, allow_redirects=False
+                self.url,
+                params=query,
+                headers={"accessKey": self.keys[app_id]},
+                timeout=self.timeout,
+                allow_redirects=False,
             )
             body = response.content
         except requests.Timeout as exc:
-            return FetchError(FetchKind.NETWORK, _detail("timeout", exc))
+            return FetchError(FetchKind.NETWORK, request_failed("timeout", exc))
         except requests.ConnectionError as exc:
-            return FetchError(FetchKind.NETWORK, _detail("connection failed", exc))
+            return FetchError(FetchKind.NETWORK, request_failed("connection failed", exc))
         except requests.RequestException as exc:
-            return FetchError(FetchKind.NETWORK, _detail("request failed", exc))
-        return self._classify(code, app_id, response.status_code, response.headers, body)
+            return FetchError(FetchKind.NETWORK, request_failed("request failed", exc))
+        answer = self._classify(app_id, response.status_code, response.headers, body)
+        if isinstance(answer, FetchError) and answer.kind == FetchKind.CONFIG:
+            self._stop = answer
+        return answer
 
     def _classify(
-        self, code: str, app_id: str, status: int, headers: Mapping[str, str], body: bytes
-    ) -> FetchResult:
+        self, app_id: str, status: int, headers: Mapping[str, str], body: bytes
+    ) -> tuple[dict, dt.datetime] | FetchError:
         try:
             data: Any = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
-        error = data.get("error") if isinstance(data, dict) else None
-        description = data.get("error_description", "") if isinstance(data, dict) else ""
-        said = f"HTTP {status}" + (f" {error}: {description}" if error else "")
+        code, message = error_of(data, body if status != 200 else b"")
+        said = f"HTTP {status}" + (f" {code}" if code else "") + (f": {message}" if message else "")
 
-        if status == 429 or error == "too_many_requests":
+        if status == 429 or code == "too_many_requests":
             retry_after = parse_retry_after(headers.get("Retry-After"))
             hold = retry_after if retry_after is not None else _DEFAULT_HOLD_OFF
             try:
@@ -135,29 +180,91 @@ class RakutenMarketplace:
             except LimiterUnavailable:
                 log.warning("could not record a 429 in the shared rate limiter")
             return FetchError(
-                FetchKind.RATE_LIMITED, clip(said, _MAX_DETAIL), retry_after=retry_after
+                FetchKind.RATE_LIMITED, clip(said, MAX_DETAIL), retry_after=retry_after
             )
         if status >= 500:
             retry_after = parse_retry_after(headers.get("Retry-After"))
-            return FetchError(FetchKind.SERVER, clip(said, _MAX_DETAIL), retry_after=retry_after)
-        if status == 404 or error == "not_found":
-            return FetchError(FetchKind.NOT_FOUND, clip(f"{code}: {said}", _MAX_DETAIL))
-        if status != 200 or error is not None:
-            # 400 wrong_parameter is also what a bad application id gets: retried and shown
-            # to staff, never taken as "this item does not exist".
-            return FetchError(FetchKind.BAD_RESPONSE, clip(said, _MAX_DETAIL))
+            return FetchError(FetchKind.SERVER, clip(said, MAX_DETAIL), retry_after=retry_after)
+        fix = self._what_to_fix(app_id, status, f"{code} {message}")
+        if fix:
+            return FetchError(
+                FetchKind.CONFIG, clip(f"{fix} (Rakuten said {said})", MAX_CONFIG_DETAIL)
+            )
+        if status == 404 or code == "not_found":
+            return FetchError(FetchKind.NOT_FOUND, clip(said, MAX_DETAIL))
+        if status != 200 or code:
+            return FetchError(FetchKind.BAD_RESPONSE, clip(said, MAX_DETAIL))
         if not isinstance(data, dict):
             return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
-        try:
-            return parse_item(code, data, timezone.now())
-        except _Malformed as exc:
-            return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), _MAX_DETAIL))
+        return data, timezone.now()
+
+    def _what_to_fix(self, app_id: str, status: int, said: str) -> str:
+        """What a person must do for Rakuten to answer again, in words; '' when the answer
+        is not a configuration fault. Ids appear only as their label, keys never."""
+        application = f"application #{app_id_label(app_id)}"
+        if status == 400 and "API Configuration not found" in said:
+            return (
+                f"Rakuten has no Item Search version {self.version} (retired or mistyped): set "
+                "RAKUTEN_API_VERSION to a version its documentation lists"
+            )
+        if status == 400 and "accessKey must be present" in said:
+            return f"Rakuten got no access key: set {_KEY_SETTING} for {application}"
+        if status == 400 and "valid applicationId" in said:
+            return (
+                f"Rakuten does not know {application}: set RAKUTEN_APP_ID (or RAKUTEN_APP_IDS) "
+                "to an application id registered on Rakuten Developers since February 2026"
+            )
+        if status == 401:
+            return (
+                f"Rakuten refused {application} and its access key: check the id and "
+                f"{_KEY_SETTING} against Rakuten Developers"
+            )
+        if status != 403:
+            return ""
+        if "HTTP_REFERRER_MISSING" in said:
+            return (
+                f"Rakuten wants the site {application} is registered for: set "
+                "RAKUTEN_SITE_URL to that site's address"
+            )
+        if "HTTP_REFERRER_NOT_ALLOWED" in said:
+            return (
+                f"Rakuten does not allow the site in RAKUTEN_SITE_URL for {application}: set it "
+                "to the site registered, or add this site to the application on Rakuten "
+                "Developers"
+            )
+        if "CLIENT_IP_NOT_ALLOWED" in said:
+            return (
+                f"Rakuten does not allow this server's IP address for {application}: add it "
+                "to the application's allowed IP addresses on Rakuten Developers"
+            )
+        if "access key" in said.lower() or "accesskey" in said.lower():
+            return f"Rakuten refused the access key: set {_KEY_SETTING} to the key of {application}"
+        return f"Rakuten refused {application}: check its registration on Rakuten Developers"
+
+
+def applications() -> dict[str, str]:
+    """The configured application ids, each with its access key: `RAKUTEN_APP_IDS` with
+    `RAKUTEN_ACCESS_KEYS`, else `RAKUTEN_APP_ID` with `RAKUTEN_ACCESS_KEY` (settings refuse
+    an id without its key at start-up; so does this, for settings changed since)."""
+    ids = settings.RAKUTEN_APP_IDS or [settings.RAKUTEN_APP_ID]
+    keys: dict[str, str] = {}
+    for app_id in dict.fromkeys(ids):
+        if not app_id:
+            continue
+        key = settings.RAKUTEN_ACCESS_KEYS.get(app_id) or (
+            settings.RAKUTEN_ACCESS_KEY if app_id == settings.RAKUTEN_APP_ID else ""
+        )
+        if not key:
+            raise ImproperlyConfigured(
+                f"Rakuten application #{app_id_label(app_id)} has no access key: set {_KEY_SETTING}"
+            )
+        keys[app_id] = key
+    return keys
 
 
 def app_ids() -> list[str]:
     """The configured application ids: `RAKUTEN_APP_IDS`, else `RAKUTEN_APP_ID`."""
-    ids = settings.RAKUTEN_APP_IDS or [settings.RAKUTEN_APP_ID]
-    return [app_id for app_id in dict.fromkeys(ids) if app_id]
+    return list(applications())
 
 
 def budget() -> Budget:
@@ -166,38 +273,90 @@ def budget() -> Budget:
     return Budget({app_id: limiter_for("rakuten", app_id, rate) for app_id in app_ids()})
 
 
-def parse_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResult:
-    """Read a `formatVersion=2` answer for one item code. Raises _Malformed."""
-    count = _field(data, "count", int)
-    items = _field(data, "Items", list)
-    if count == 0 or not items:
-        return FetchError(FetchKind.EMPTY, f"no offer for {code}")
-    matches = [item for item in items if isinstance(item, dict) and item.get("itemCode") == code]
-    if not matches:
-        if not all(isinstance(item, dict) for item in items):
-            raise _Malformed("Items must be objects (formatVersion=2)")
-        raise _Malformed(f"the answer is about another item, not {code}")
-    item = matches[0]
-    price = _field(item, "itemPrice", int)
+def error_of(data: Any, body: bytes = b"") -> tuple[str, str]:
+    """The code and message of an error answer, in either of Rakuten's shapes —
+    `{"error": …, "error_description": …}` or `{"errors": {"errorCode": …, "errorMessage":
+    …}}` —, or the start of a body that is not JSON; ('', '') for an answer that is no error."""
+    if isinstance(data, dict):
+        if data.get("error") is not None:
+            return clip(str(data["error"]), 60), clip(str(data.get("error_description") or ""), 120)
+        errors = data.get("errors")
+        if isinstance(errors, list) and errors:
+            errors = errors[0]
+        if isinstance(errors, dict):
+            code, message = errors.get("errorCode"), errors.get("errorMessage")
+            return clip(str(code or ""), 60), clip(str(message or ""), 120)
+        return "", ""
+    text = body.decode("utf-8", "replace").strip() if body else ""
+    return "", clip(" ".join(text.split()), 120)
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def read_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResult:
+    """The one item `code` of an answer, or what the answer says instead."""
+    try:
+        items = _items(data)
+        if not items:
+            return FetchError(FetchKind.EMPTY, f"no offer for {code}")
+        for item in items:
+            if item.get("itemCode") == code:
+                return parse_item(item, now)
+        raise Malformed(f"the answer is about another item, not {code}")
+    except Malformed as exc:
+        return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+
+
+def _items(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The items of a `formatVersion=2` answer (`Items`; `items` in some gateway answers).
+    Raises Malformed."""
+    key = "Items" if "Items" in data or "items" not in data else "items"
+    count = optional(data, "count", int)
+    items = field(data, key, list)
+    if count == 0:
+        return []
+    if not all(isinstance(item, dict) for item in items):
+        raise Malformed("Items must be objects (formatVersion=2)")
+    return items
+
+
+def parse_item(item: Mapping[str, Any], now: dt.datetime) -> Observation:
+    """One item of a `formatVersion=2` answer. Raises Malformed."""
+    code = field(item, "itemCode", str)
+    # A number, or a string of digits ("3290": seen on the new host).
+    price = whole_number(item, "itemPrice")
     if price < 0:
-        raise _Malformed("itemPrice is negative")
-    availability = _field(item, "availability", int)
+        raise Malformed("itemPrice is negative")
+    availability = field(item, "availability", int)
     if availability not in (0, 1):
-        raise _Malformed(f"availability must be 0 or 1, got {availability}")
-    name = _field(item, "itemName", str)
-    postage = _optional(item, "postageFlag", int)
-    images = _optional(item, "mediumImageUrls", list) or []
+        raise Malformed(f"availability must be 0 or 1, got {availability}")
+    name = field(item, "itemName", str)
+    postage = optional(item, "postageFlag", int)
+    images = optional(item, "mediumImageUrls", list) or []
     if not all(isinstance(url, str) for url in images):
-        raise _Malformed("mediumImageUrls must be a list of strings (formatVersion=2)")
+        raise Malformed("mediumImageUrls must be a list of strings (formatVersion=2)")
+    shop = optional(item, "shopCode", str) or shop_of(code) or ""
     return Observation(
-        item_code=code,
+        item_code=code[:200],
         price=price,
         # postageFlag 0: shipping included; 1: shipping extra, amount not in the API.
         shipping=0 if postage == 0 else None,
         in_stock=availability == 1,
         observed_at=now,
         name=name[:500],
-        url=_safe_url(_optional(item, "itemUrl", str)),
-        image_url=_safe_url(images[0] if images else None),
-        shop_name=(_optional(item, "shopName", str) or "")[:200],
+        url=safe_url(optional(item, "itemUrl", str)),
+        image_url=safe_url(images[0] if images else None),
+        shop_name=(optional(item, "shopName", str) or "")[:200],
+        extra={"shop": shop[:200]},
     )
+
+
+def shop_of(item_code: str) -> str | None:
+    """The shop code of a Rakuten item code (`shop:item`), or None."""
+    shop, colon, item = item_code.partition(":")
+    return shop if colon and shop and item else None

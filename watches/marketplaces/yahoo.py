@@ -15,8 +15,15 @@ marketplace protocol, as for Rakuten:
 - HTTP 429 → `rate_limited`, with the server's `Retry-After` (the limiter holds off that long,
   or 5 s when it does not say); HTTP 5xx → `server`; 404 → `not_found`;
 - a timeout or a refused/broken connection → `network`;
-- malformed JSON, missing fields, wrong types, another 4xx (a bad application id is one) →
-  `bad_response`; no hit → `empty`.
+- an application id Yahoo refuses (401, 403) or does not get (400 "Authentication parameters
+  in your request incompleted") → `config`, its detail naming `YAHOO_APP_ID`: asking again
+  changes nothing until a person acts, so the rest of the batch answers the same error
+  without a request;
+- malformed JSON, missing fields, wrong types, another 4xx → `bad_response`; no hit →
+  `empty`.
+
+Errors come as JSON (`{"Error": {"Message": "…"}}`) or, from Yahoo's gateway, as XML
+(`<Error><Message>…</Message></Error>`); either message is kept (clipped) in the detail.
 
 Requests go through one `requests.Session` per adapter and the budget of the application id
 (`budget()`: `limiter_for("yahoo", app_id, rate)`, `watches.marketplaces.ratelimit`), as
@@ -32,6 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -44,6 +52,7 @@ from common.counters import count_marketplace_request
 from common.retry_after import parse_retry_after
 from common.text import clip
 from watches.marketplaces.answers import (
+    MAX_CONFIG_DETAIL,
     MAX_DETAIL,
     Malformed,
     field,
@@ -87,8 +96,11 @@ class YahooMarketplace:
         self.per_product: int = settings.YAHOO_OFFERS_PER_PRODUCT
         self.budget = budget()
         self.limiter = self.budget.limiters[self.app_id]
-        # Set when the shared budget could not be reached: the rest of the batch is not asked.
-        self._unavailable: FetchError | None = None
+        # What the rest of a batch answers without a request: the shared budget out of
+        # reach, or a configuration fault (every request would get the same answer).
+        self._stop: FetchError | None = None
+        # Whether the last `_ask` sent a request (only those are counted).
+        self._asked = False
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "Yasugoro price watch"
 
@@ -102,14 +114,15 @@ class YahooMarketplace:
 
     def _each(self, keys: Iterable[str], ask: Callable[[str], _R]) -> dict[str, _R]:
         results: dict[str, _R] = {}
-        self._unavailable = None
+        self._stop = None
         try:
             for key in dict.fromkeys(keys):
-                if self._unavailable is not None:
-                    results[key] = self._unavailable
+                if self._stop is not None:
+                    results[key] = self._stop
                     continue
+                self._asked = False
                 results[key] = ask(key)
-                if self._unavailable is None:  # no request went out without a budget
+                if self._asked:
                     count_marketplace_request(self.source, self.app_id, results[key])
         finally:
             self.session.close()
@@ -133,10 +146,8 @@ class YahooMarketplace:
             slot = self.budget.acquire(max_wait=self.max_wait)
         except LimiterUnavailable as exc:
             # No budget, no request: the fleet's allowance is unknown.
-            self._unavailable = FetchError(
-                FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True
-            )
-            return self._unavailable
+            self._stop = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
+            return self._stop
         if slot is None:
             # Held off (a 429) for longer than a caller should block: the rest of the batch
             # is rate limited without asking.
@@ -145,6 +156,7 @@ class YahooMarketplace:
                 "waiting out the rate limit",
                 retry_after=self.budget.wait_needed(),
             )
+        self._asked = True
         try:
             response = self.session.get(
                 self.url,
@@ -159,7 +171,10 @@ class YahooMarketplace:
             return FetchError(FetchKind.NETWORK, request_failed("connection failed", exc))
         except requests.RequestException as exc:
             return FetchError(FetchKind.NETWORK, request_failed("request failed", exc))
-        return self._classify(response.status_code, response.headers, body)
+        answer = self._classify(response.status_code, response.headers, body)
+        if isinstance(answer, FetchError) and answer.kind == FetchKind.CONFIG:
+            self._stop = answer
+        return answer
 
     def _classify(
         self, status: int, headers: Mapping[str, str], body: bytes
@@ -168,7 +183,8 @@ class YahooMarketplace:
             data: Any = json.loads(body)
         except (ValueError, RecursionError):
             data = None
-        said = clip(f"HTTP {status}" + _error_message(data), MAX_DETAIL)
+        message = _error_message(data, body)
+        said = clip(f"HTTP {status}" + (f" {message}" if message else ""), MAX_DETAIL)
         if status == 429:
             retry_after = parse_retry_after(headers.get("Retry-After"))
             try:
@@ -181,11 +197,17 @@ class YahooMarketplace:
         if status >= 500:
             retry_after = parse_retry_after(headers.get("Retry-After"))
             return FetchError(FetchKind.SERVER, said, retry_after=retry_after)
+        if status in (401, 403) or (status == 400 and "Authentication" in message):
+            fix = (
+                "Yahoo! Shopping refused the application id: set YAHOO_APP_ID to the Client "
+                "ID of an application registered on Yahoo! JAPAN's developer site"
+            )
+            return FetchError(
+                FetchKind.CONFIG, clip(f"{fix} (Yahoo said {said})", MAX_CONFIG_DETAIL)
+            )
         if status == 404:
             return FetchError(FetchKind.NOT_FOUND, said)
         if status != 200:
-            # 400/401/403 is also what a bad application id gets: retried and shown to
-            # staff, never taken as "this item does not exist".
             return FetchError(FetchKind.BAD_RESPONSE, said)
         if not isinstance(data, dict):
             return FetchError(FetchKind.BAD_RESPONSE, "the answer is not a JSON object")
@@ -203,11 +225,15 @@ def budget() -> Budget:
     )
 
 
-def _error_message(data: Any) -> str:
-    """Yahoo's error body, `{"Error": {"Message": "…"}}`, in a few words."""
+def _error_message(data: Any, body: bytes) -> str:
+    """Yahoo's error message in a few words: `{"Error": {"Message": "…"}}`, or the gateway's
+    `<Error><Message>…</Message></Error>`; '' when the body has none."""
     error = data.get("Error") if isinstance(data, dict) else None
     message = error.get("Message") if isinstance(error, dict) else None
-    return f" {message}" if isinstance(message, str) and message else ""
+    if data is None:
+        found = re.search(rb"<Message>(.*?)</Message>", body[:2000], re.DOTALL)
+        message = found.group(1).decode("utf-8", "replace") if found else None
+    return clip(" ".join(message.split()), 120) if isinstance(message, str) else ""
 
 
 def _read_item(code: str, answer: tuple[dict, dt.datetime]) -> FetchResult:
