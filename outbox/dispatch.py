@@ -367,6 +367,7 @@ LISTING_FIELDS = (
     "stats_at",
     "last_polled_at",
     "last_error",
+    "seen_via",
 )
 
 

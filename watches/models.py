@@ -152,6 +152,9 @@ class Listing(models.Model):
     last_polled_at = models.DateTimeField(verbose_name=_("last polled at"), null=True, blank=True)
     last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
     last_error_at = models.DateTimeField(verbose_name=_("last error at"), null=True, blank=True)
+    # The shape of the request whose answer is the listing's last-seen state ("item", "shop",
+    # "product"): a shop feed's change is checked by the next request for the item alone.
+    seen_via = models.CharField(verbose_name=_("last seen through"), max_length=10, blank=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
     # What search looks in (watches.search.text.for_listing): the folded name, its readings,
     # the category's words in both languages. Kept current by save(); indexed for substring
@@ -277,6 +280,56 @@ class PricePoint(models.Model):
             shipping=observation.shipping,
             in_stock=observation.in_stock,
         )
+
+
+class ShopFeed(models.Model):
+    """What polling learned of one shop's feed on one marketplace — its items, most recently
+    updated first (`watches.polling.feeds`): when page 1 was last read and what it held, how
+    fast the shop's items change, and since when every change has been on a page read."""
+
+    source = models.CharField(verbose_name=_("marketplace"), max_length=20, choices=Source.choices)
+    shop = models.CharField(verbose_name=_("shop"), max_length=200)
+    read_at = models.DateTimeField(verbose_name=_("read at"), null=True, blank=True)
+    # The item codes of the last page 1 read, in its order: the next read finds where the
+    # old order resumes, which says how many items changed in between.
+    top = models.JSONField(verbose_name=_("first page"), default=list, blank=True)
+    updates_per_hour = models.FloatField(verbose_name=_("changes per hour"), null=True, blank=True)
+    # Every read since this moment showed every change made before it: a listing observed
+    # after it and absent from those pages held its price up to `read_at`. Null: not known.
+    complete_since = models.DateTimeField(
+        verbose_name=_("every change seen since"), null=True, blank=True
+    )
+    last_error = models.CharField(verbose_name=_("last error"), max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = _("shop feed")
+        verbose_name_plural = _("shop feeds")
+        constraints = [
+            models.UniqueConstraint(fields=["source", "shop"], name="shopfeed_source_shop"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.shop}"
+
+
+class FeedCheck(models.Model):
+    """Whether a marketplace's shop feeds tell the truth: how often a change a feed showed
+    was then confirmed, or contradicted, by a request for that item alone soon after. That a
+    price change moves an item up its shop's feed is not documented (docs/marketplaces.md):
+    the poll plan trusts the feeds only while this says so."""
+
+    source = models.CharField(
+        verbose_name=_("marketplace"), max_length=20, choices=Source.choices, unique=True
+    )
+    confirmed = models.PositiveIntegerField(verbose_name=_("confirmed"), default=0)
+    contradicted = models.PositiveIntegerField(verbose_name=_("contradicted"), default=0)
+
+    class Meta:
+        verbose_name = _("feed check")
+        verbose_name_plural = _("feed checks")
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.confirmed} confirmed, {self.contradicted} contradicted"
 
 
 class Device(models.Model):

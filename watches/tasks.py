@@ -14,8 +14,9 @@ POLL_LOCK = "watches-poll-running"
 
 
 def poll() -> dict[str, int]:
-    """Schedule `watches-poll`, every POLL_EVERY_MINUTES: the products due (every shop's offer in
-    one request each), then the listings due — offers just observed are not due again.
+    """Schedule `watches-poll`, every POLL_EVERY_MINUTES: the products due on a marketplace
+    without a budget (every shop's offer in one request each), then what the poll plan
+    chooses within each budget — items, shops' feeds, products' offers.
 
     A run may outlast the interval (products first, then each marketplace's batches in turn,
     the last batch started before POLL_MAX_SECONDS): the next run then does nothing rather
@@ -26,7 +27,7 @@ def poll() -> dict[str, int]:
     if not locks.add(POLL_LOCK, token, timeout=settings.Q_CLUSTER["timeout"]):
         return {"skipped": 1}
     try:
-        result = poll_products()
+        result = poll_products(planned=True)
         result.add(poll_listings(max_seconds=settings.POLL_MAX_SECONDS))
         return result.as_json()
     finally:

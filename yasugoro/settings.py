@@ -330,6 +330,14 @@ POLL_MAX_SECONDS = env_int("POLL_MAX_SECONDS", 120, minimum=1)
 POLL_REFETCH_SHARE = env_float("POLL_REFETCH_SHARE", 0.2, minimum=0)
 if POLL_REFETCH_SHARE >= 1:
     raise ImproperlyConfigured(f"POLL_REFETCH_SHARE must be below 1, got {POLL_REFETCH_SHARE}")
+# The request shapes the poll plan may choose (watches.polling.plan): one item, a shop's feed
+# (its items most recently updated first), a product's offers at every shop. Each is used
+# only where the marketplace answers it; "item" alone is the plan of one request an item.
+POLL_SHAPES = env_list("POLL_SHAPES", ["item", "shop", "product"])
+if not set(POLL_SHAPES) <= {"item", "shop", "product"} or "item" not in POLL_SHAPES:
+    raise ImproperlyConfigured(
+        f"POLL_SHAPES takes item (always), shop and product, got {','.join(POLL_SHAPES)}"
+    )
 
 # --- Demo world ---------------------------------------------------------------------------
 # The `demo` app (a built-in marketplace, its catalogue, `demo_market`, `seed_demo`, the demo

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -46,9 +46,10 @@ from watches.marketplaces.base import (
     FetchKind,
     FetchResult,
     Observation,
+    Shape,
     get_marketplace,
 )
-from watches.models import Listing, PricePoint, effective_price
+from watches.models import FeedCheck, Listing, PricePoint, effective_price
 from watches.pages import pagecache
 from watches.polling.history import PointRow, latest_points, listing_stats, point_rows
 from watches.triggers import LOW_WINDOW, TYPICAL_WINDOW, Point
@@ -59,12 +60,15 @@ NO_ANSWER = "the marketplace did not answer for this item"
 _ERROR_LIMIT = Listing._meta.get_field("last_error").max_length
 _DETAIL_LIMIT = 150
 _DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
-_OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error")
+_OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error", "seen_via")
 _STATS = ("typical_price", "low_90", "stats_at")
 # How long statistics computed from the history serve a re-fetch that folds its observation
 # into them (`observe(…, judging=False)`). An hour moves the ends of a 30-day typical price and
 # a 90-day low by well under a percent of their windows; polling recomputes them anyway.
 STATS_KEPT = dt.timedelta(hours=1)
+# A shop feed's word on an item is checked by a request for the item alone this soon after:
+# later, the item may simply have changed since (docs/decisions, "shop feeds").
+CONFIRM_WITHIN = dt.timedelta(minutes=10)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
@@ -100,6 +104,9 @@ class Observations:
     # the history as it is under the listings' locks (`_still_worth_writing`) — a point
     # another process kept after `observe` read the history is what it compares with.
     unless_unchanged: list[tuple[Listing, Observation]] = field(default_factory=list)
+    # Per marketplace, how many of a shop feed's answers an item request soon after confirmed
+    # (True) or contradicted (False): what `FeedCheck` keeps.
+    checks: Counter[tuple[str, bool]] = field(default_factory=Counter)
 
     def save(self) -> None:
         """Write the batch: new points, then each group of listings with only the fields this
@@ -131,6 +138,7 @@ class Observations:
             )
             _update(self.failed, _FAILED, unless_later="last_polled_at")
             _update(self.described, _DESCRIPTIVE)
+            _count_checks(self.checks)
             changed = [listing.id for listing in (*self.observed, *self.described)]
             if changed:
                 # Cached pages show prices: stale once this is committed, not before (a page
@@ -163,6 +171,13 @@ def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[Pri
         for listing, observation in answers
         if _worth_writing(observation, [latest[listing.id]] if listing.id in latest else [], quiet)
     ]
+
+
+def _count_checks(checks: Counter[tuple[str, bool]]) -> None:
+    for (source, confirmed), count in sorted(checks.items()):
+        FeedCheck.objects.get_or_create(source=source)
+        column = "confirmed" if confirmed else "contradicted"
+        FeedCheck.objects.filter(source=source).update(**{column: F(column) + count})
 
 
 def _lock_in_id_order(listings: list[Listing]) -> None:
@@ -282,7 +297,11 @@ def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> O
 
 
 def observe(
-    answers: Iterable[tuple[Listing, FetchResult]], now: dt.datetime, *, judging: bool = True
+    answers: Iterable[tuple[Listing, FetchResult]],
+    now: dt.datetime,
+    *,
+    judging: bool = True,
+    via: Shape = Shape.ITEM,
 ) -> Observations:
     """Apply the rule to each (listing, answer) of a batch of distinct listings, in memory:
     the listings are updated, the points to write collected; nothing is written.
@@ -301,7 +320,11 @@ def observe(
 
     Whether an observation's point is worth writing is decided as the batch is saved, for
     every caller (`Observations.unless_unchanged`): the history read here may miss a point
-    another process keeps before then."""
+    another process keeps before then.
+
+    `via`: the shape of the request that answered (one item, a shop's feed, a product's
+    offers). An item's own answer that comes soon after its shop's feed showed it checks
+    what the feed said (`Observations.checks`)."""
     answers = list(answers)
     ids = [listing.id for listing, _ in answers]
     folding: set[int] = set()
@@ -328,6 +351,11 @@ def observe(
             continue
         at = observation.observed_at
         folded = listing.id in folding
+        if via == Shape.ITEM and listing.seen_via == Shape.SHOP and _soon_after(listing, at):
+            said = (listing.price, listing.shipping, listing.in_stock)
+            now_says = (observation.price, observation.shipping, observation.in_stock)
+            batch.checks[(listing.source, said == now_says)] += 1
+        listing.seen_via = via
         batch.unless_unchanged.append((listing, observation))
         if _remember(listing, observation):
             batch.described.append(listing)
@@ -348,6 +376,10 @@ def observe(
         batch.observed.append(listing)
         batch.seen.append(Seen(listing, result, observation, points))
     return batch
+
+
+def _soon_after(listing: Listing, at: dt.datetime) -> bool:
+    return listing.last_polled_at is not None and at - listing.last_polled_at <= CONFIRM_WITHIN
 
 
 def _fold(listing: Listing, observation: Observation) -> int | None:

@@ -31,17 +31,28 @@ The requests go by priority:
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 
-from watches.marketplaces.base import get_marketplace
+from watches.marketplaces.base import Shape, get_marketplace
 from watches.marketplaces.ratelimit import LimiterUnavailable, app_id_label
-from watches.models import Listing, Trigger, Watch, effective_price, unit_price
+from watches.models import (
+    Listing,
+    Product,
+    ShopFeed,
+    Trigger,
+    Watch,
+    effective_price,
+    unit_price,
+)
+from watches.polling import feeds
 from watches.triggers import DEFAULT_DROP_PERCENT
 
 log = logging.getLogger("watches.polling.plan")
@@ -55,10 +66,18 @@ OLDEST_SHARE = 0.25  # of a run's requests, to the watched listings checked long
 
 @dataclass(frozen=True)
 class Planned:
-    listing_id: int
+    """One request of a run: one listing (`ITEM`), a shop's feed (`SHOP`, `key` the shop) or
+    every shop's offer of a product (`PRODUCT`, `key` the JAN code), with the due listings it
+    is expected to answer (`covers`) and the value it was chosen for."""
+
+    listing_id: int | None
     source: str
     watched: bool
     score: float
+    shape: Shape = Shape.ITEM
+    key: str = ""
+    product_id: int | None = None
+    covers: tuple[int, ...] = ()
 
 
 @dataclass
@@ -72,28 +91,80 @@ class WatchGroup:
     smallest_drop: int | None
 
 
+@dataclass(frozen=True)
+class Reach:
+    """What one marketplace can be asked in a run: its requests (None: no budget), the
+    shapes the plan may use there, and how to read its shops and pages."""
+
+    budget: int | None
+    shapes: frozenset[Shape]
+    per_page: int = 0
+    shop_of: Callable[[str], str | None] | None = None
+
+
 def run_budget(source: str) -> int | None:
     """Requests a polling run may spend on `source`; None when its adapter has no budget.
     An unreachable shared budget gives nothing: the run then polls nothing of `source`. An
     adapter that cannot even be built has no budget: fetching then records its error on
     each listing, as it always did."""
+    return reach_of(source).budget
+
+
+def reach_of(source: str) -> Reach:
+    """`Reach` of `source`'s adapter: its run budget (see `run_budget`) and, within
+    POLL_SHAPES, the shapes it answers — shop feeds only where the marketplace sorts a shop's
+    items by their last update and the feeds are `trusted`, products only where it answers
+    every shop's offer of a JAN code."""
     try:
         adapter = get_marketplace(source)
     except Exception:  # misconfigured: polling tells staff per listing (polling.observations)
         log.warning("no budget for %s: its adapter cannot be built", source, exc_info=True)
-        return None
+        return Reach(None, frozenset({Shape.ITEM}))
+    wanted = {Shape(name) for name in settings.POLL_SHAPES}
+    shapes = {Shape.ITEM}
+    answers = getattr(adapter, "shapes", frozenset())
+    if (
+        Shape.SHOP in wanted
+        and Shape.SHOP in answers
+        and getattr(adapter, "shop_by_update", False)
+        and feeds.trusted(source)
+    ):
+        shapes.add(Shape.SHOP)
+    if Shape.PRODUCT in wanted and callable(getattr(adapter, "offers", None)):
+        shapes.add(Shape.PRODUCT)
+    reach = Reach(
+        None,
+        frozenset(shapes),
+        getattr(adapter, "per_page", 0),
+        getattr(adapter, "shop_of", None),
+    )
     budget = getattr(adapter, "budget", None)
     if budget is None:
-        return None
+        return reach
     try:
         rate = budget.current_rate()
     except LimiterUnavailable:
-        return 0
+        return replace(reach, budget=0)
     share = 1 - settings.POLL_REFETCH_SHARE
     # A run may take POLL_MAX_SECONDS, but the next one starts after POLL_EVERY_MINUTES:
     # planning more than that interval's requests would only make runs overlap.
     seconds = min(settings.POLL_MAX_SECONDS, settings.POLL_EVERY_MINUTES * 60)
-    return max(0, math.floor(rate * seconds * share))
+    return replace(reach, budget=max(0, math.floor(rate * seconds * share)))
+
+
+_ROW_FIELDS = (
+    "id",
+    "source",
+    "item_code",
+    "product_id",
+    "price",
+    "shipping",
+    "in_stock",
+    "units_per_pack",
+    "typical_price",
+    "low_90",
+    "last_polled_at",
+)
 
 
 def plan(
@@ -102,67 +173,214 @@ def plan(
     *,
     budgets: dict[str, int | None] | None = None,
     groups: dict[int, list[WatchGroup]] | None = None,
+    reaches: dict[str, Reach] | None = None,
 ) -> list[Planned]:
-    """Order `listings` (given least recently polled first, as `due_listings` does; that
-    order also breaks ties) by the plan and keep, per source, as many as its budget allows
-    (`budgets` given, or asked of each adapter). Two queries: the listings, and their live
-    watches grouped (`groups`, when the caller has them from `watch_groups`: the capacity
-    bench, whose watches do not change while it runs)."""
-    rows = list(
-        listings.values(
-            "id",
-            "source",
-            "price",
-            "shipping",
-            "in_stock",
-            "units_per_pack",
-            "typical_price",
-            "low_90",
-            "last_polled_at",
-        )
-    )
+    """The requests of a run over `listings` (given least recently polled first, as
+    `due_listings` does; that order also breaks ties), per source as many as its budget
+    allows (`budgets` given, or asked of each adapter). See the module's docstring for the
+    order. `groups`: the listings' live watches grouped (`watch_groups`), when the caller
+    has them (the capacity bench, whose watches do not change while it runs); `reaches`:
+    what each source can be asked, when the caller knows (tests, the bench)."""
+    rows = list(listings.values(*_ROW_FIELDS))
     if groups is None:
         groups = watch_groups(listings)
-    planned: list[Planned] = []
+    sources = list(dict.fromkeys(row["source"] for row in rows))
+    reaches = dict(reaches or {})
+    for source in sources:
+        if source not in reaches:
+            reaches[source] = reach_of(source)
+        if budgets is not None and source in budgets:
+            reaches[source] = replace(reaches[source], budget=budgets[source])
     interval = dt.timedelta(minutes=settings.POLL_MINUTES)
+    shop_feeds = _feeds(rows, reaches)
+    seen = feeds.seen_through_feeds(
+        [row for row in rows if Shape.SHOP in reaches[row["source"]].shapes],
+        shop_feeds,
+        lambda source, code: _shop(reaches[source], code),
+    )
+    by_source: dict[str, list[_Candidate]] = defaultdict(list)
+    base: dict[int, float] = {}
     for row in rows:
         mine = groups.get(row["id"])
-        score = _score(row, mine, now, interval) if mine else 0.0
-        planned.append(Planned(row["id"], row["source"], bool(mine), score))
-    budgets = dict(budgets or {})
-    left: dict[str, int | None] = {
-        source: budgets[source] if source in budgets else run_budget(source)
-        for source in dict.fromkeys(item.source for item in planned)
-    }
-    # The longest unchecked watched listings first, a share of each budget (in the order
-    # given); then watched by score, the rest keeping their order (a stable sort).
-    oldest = _oldest_watched(planned, left)
-    ranked = [item for item in planned if item.listing_id not in oldest]
-    ranked.sort(key=lambda item: (not item.watched, -item.score))
-    chosen = []
-    for item in [*oldest.values(), *ranked]:
-        remaining = left[item.source]
-        if remaining is not None:
-            if remaining <= 0:
-                continue
-            left[item.source] = remaining - 1
-        chosen.append(item)
+        base[row["id"]] = _base(row, mine) if mine else 0.0
+        at = seen.get(row["id"], row["last_polled_at"])
+        score = base[row["id"]] * _staleness(at, now, interval)
+        request = Planned(row["id"], row["source"], bool(mine), score, covers=(row["id"],))
+        by_source[row["source"]].append(_Candidate(request, {row["id"]: score}))
+    chosen: list[Planned] = []
+    for source, items in by_source.items():
+        reach = reaches[source]
+        shaped = _shaped(source, reach, rows, base, shop_feeds, now, interval)
+        chosen.extend(_choose(items, shaped, reach.budget))
     return chosen
 
 
-def _oldest_watched(planned: list[Planned], budgets: dict[str, int | None]) -> dict[int, Planned]:
-    """The first OLDEST_SHARE of each budget's requests: watched listings in the order given."""
-    quota = {
-        source: math.floor(OLDEST_SHARE * budget)
-        for source, budget in budgets.items()
-        if budget is not None
-    }
-    oldest: dict[int, Planned] = {}
-    for item in planned:
-        if item.watched and quota.get(item.source, 0) > 0:
-            quota[item.source] -= 1
-            oldest[item.listing_id] = item
-    return oldest
+@dataclass
+class _Candidate:
+    """A request the plan may choose: what each listing it may answer is worth (`parts`),
+    and the share of them it is expected to answer (`reach`: 1 but for a shop's feed)."""
+
+    request: Planned
+    parts: dict[int, float]
+    reach: float = 1.0
+
+    def value(self, answered: dict[int, float]) -> float:
+        """Worth now: each listing's part, less what the requests already chosen are
+        expected to answer of it."""
+        return self.reach * sum(
+            part * (1.0 - answered.get(pk, 0.0)) for pk, part in self.parts.items()
+        )
+
+    def choose(self, answered: dict[int, float]) -> None:
+        for pk in self.parts:
+            answered[pk] = 1.0 - (1.0 - answered.get(pk, 0.0)) * (1.0 - self.reach)
+
+
+def _choose(items: list[_Candidate], shaped: list[_Candidate], budget: int | None) -> list[Planned]:
+    """Within `budget` requests: OLDEST_SHARE of them to the watched listings checked longest
+    ago (in the order given), then the requests worth most now — a product's or a shop's
+    worth the listings it answers less what the requests chosen before it answer of them
+    (lazy: a value is recomputed when it comes up, and only ever falls) — then unwatched
+    listings, in the order given."""
+    if budget is None:
+        # No budget (the demo): every due listing, watched first by score.
+        ranked = sorted(items, key=lambda c: (not c.request.watched, -c.request.score))
+        return [c.request for c in ranked]
+    answered: dict[int, float] = {}
+    chosen: list[Planned] = []
+    quota = math.floor(OLDEST_SHARE * budget)
+    for candidate in items:
+        if len(chosen) >= quota:
+            break
+        if candidate.request.watched:
+            chosen.append(candidate.request)
+            candidate.choose(answered)
+    heap = [
+        (-c.value(answered), order, c)
+        for order, c in enumerate([*shaped, *(c for c in items if c.request.watched)])
+    ]
+    heapq.heapify(heap)
+    while heap and len(chosen) < budget:
+        _, order, candidate = heapq.heappop(heap)
+        value = candidate.value(answered)
+        if value <= 0:
+            continue
+        if heap and value < -heap[0][0]:
+            heapq.heappush(heap, (-value, order, candidate))  # worth less now: back in line
+            continue
+        chosen.append(replace(candidate.request, score=value))
+        candidate.choose(answered)
+    for candidate in items:
+        if len(chosen) >= budget:
+            break
+        if not candidate.request.watched and candidate.request.listing_id not in answered:
+            chosen.append(candidate.request)
+            candidate.choose(answered)
+    return chosen
+
+
+def _shaped(
+    source: str,
+    reach: Reach,
+    rows: list[dict],
+    base: dict[int, float],
+    shop_feeds: dict[tuple[str, str], ShopFeed],
+    now: dt.datetime,
+    interval: dt.timedelta,
+) -> list[_Candidate]:
+    """The product and shop-feed requests worth considering on `source`: each product with
+    two or more due offers there (one request answers them all, in stock or not), each shop
+    with two or more due watched listings (page 1 of its feed shows what changed since its
+    last read, as far as a page reaches)."""
+    mine = [row for row in rows if row["source"] == source]
+    candidates: list[_Candidate] = []
+    if Shape.PRODUCT in reach.shapes:
+        offers: dict[int, list[dict]] = defaultdict(list)
+        for row in mine:
+            if row["product_id"] is not None:
+                offers[row["product_id"]].append(row)
+        jans = dict(
+            Product.objects.filter(
+                pk__in=[pk for pk, o in offers.items() if len(o) > 1]
+            ).values_list("pk", "jan")
+        )
+        for product_id, jan in jans.items():
+            parts = {
+                row["id"]: _score_at(row, base, row["last_polled_at"], now, interval)
+                for row in offers[product_id]
+            }
+            request = Planned(
+                None, source, True, sum(parts.values()), Shape.PRODUCT, jan, product_id,
+                tuple(parts),
+            )  # fmt: skip
+            candidates.append(_Candidate(request, parts))
+    if Shape.SHOP in reach.shapes and reach.shop_of is not None:
+        by_shop: dict[str, list[dict]] = defaultdict(list)
+        for row in mine:
+            shop = reach.shop_of(row["item_code"])
+            if shop and base[row["id"]] > 0:
+                by_shop[shop].append(row)
+        for shop, watched in by_shop.items():
+            if len(watched) < 2:
+                continue
+            feed = shop_feeds.get((source, shop))
+            share = _page_reach(feed, reach.per_page, now)
+            parts = {
+                row["id"]: _score_at(row, base, _since_feed(row, feed), now, interval)
+                for row in watched
+            }
+            # Expected to show every change since the last read: what it does not show held
+            # its price, and needs no request of its own this run. Otherwise it answers a
+            # share of them.
+            covers = tuple(parts) if share >= 1 else ()
+            request = Planned(
+                None, source, True, share * sum(parts.values()), Shape.SHOP, shop, None, covers
+            )
+            candidates.append(_Candidate(request, parts, share))
+    return candidates
+
+
+# The share of a shop's changes page 1 is expected to show when its pace is not yet known.
+UNKNOWN_REACH = 0.5
+
+
+def _page_reach(feed: ShopFeed | None, per_page: int, now: dt.datetime) -> float:
+    """The share of the changes since the shop's last read that its page 1 shows now."""
+    if feed is None or feed.read_at is None or feed.updates_per_hour is None:
+        return UNKNOWN_REACH
+    hours = max(0.0, (now - feed.read_at).total_seconds() / 3600)
+    expected = feed.updates_per_hour * hours
+    return 1.0 if expected <= per_page else per_page / expected
+
+
+def _since_feed(row: dict, feed: ShopFeed | None) -> dt.datetime | None:
+    """Since when a change of this listing would be news on its shop's feed: its last
+    observation, or the feed's last read when that read showed every change before it."""
+    observed = row["last_polled_at"]
+    if feed is None or feed.read_at is None or feed.complete_since is None:
+        return observed
+    if observed is None or feed.complete_since <= observed < feed.read_at:
+        return feed.read_at if observed is not None else observed
+    return observed
+
+
+def _score_at(
+    row: dict, base: dict[int, float], at: dt.datetime | None, now: dt.datetime,
+    interval: dt.timedelta,
+) -> float:  # fmt: skip
+    return base[row["id"]] * _staleness(at, now, interval)
+
+
+def _feeds(rows: list[dict], reaches: dict[str, Reach]) -> dict[tuple[str, str], ShopFeed]:
+    """The shop feeds of the sources the plan may read feeds of, in one query."""
+    sources = [source for source, reach in reaches.items() if Shape.SHOP in reach.shapes]
+    if not sources:
+        return {}
+    return {(f.source, f.shop): f for f in ShopFeed.objects.filter(source__in=sources)}
+
+
+def _shop(reach: Reach, item_code: str) -> str | None:
+    return reach.shop_of(item_code) if reach.shop_of is not None else None
 
 
 def watch_groups(listings: QuerySet[Listing]) -> dict[int, list[WatchGroup]]:
@@ -182,9 +400,10 @@ def watch_groups(listings: QuerySet[Listing]) -> dict[int, list[WatchGroup]]:
     return groups
 
 
-def _score(row: dict, groups: list[WatchGroup], now: dt.datetime, interval: dt.timedelta) -> float:
-    """The plan's score of one watched listing (`interval`: POLL_MINUTES). A run scores every
-    due listing — 95,000 at each run in bench_capacity — so this stays in floats."""
+def _base(row: dict, groups: list[WatchGroup]) -> float:
+    """What checking one watched listing is worth before time counts:
+    `4 × closeness + popularity + volatility` (see the module's docstring). A run values
+    every due listing — 95,000 at each run in bench_capacity — so this stays in floats."""
     closeness = max([_closeness(row, group) for group in groups])
     watches = sum(group.count for group in groups)
     popularity = min(1.0, math.log10(1 + watches) / 3)
@@ -192,12 +411,14 @@ def _score(row: dict, groups: list[WatchGroup], now: dt.datetime, interval: dt.t
     typical, low = row["typical_price"], row["low_90"]
     if typical and low is not None:
         volatility = min(1.0, max(0.0, (typical - low) / typical) / VOLATILE_AT)
-    if row["last_polled_at"] is None:
-        staleness = MAX_STALENESS
-    else:
-        waited = (now - row["last_polled_at"]) / interval
-        staleness = min(MAX_STALENESS, max(0.0, waited))
-    return (CLOSENESS_WEIGHT * closeness + popularity + volatility) * staleness
+    return CLOSENESS_WEIGHT * closeness + popularity + volatility
+
+
+def _staleness(at: dt.datetime | None, now: dt.datetime, interval: dt.timedelta) -> float:
+    """Polling intervals since `at` (the last check), at most MAX_STALENESS (never: that)."""
+    if at is None:
+        return MAX_STALENESS
+    return min(MAX_STALENESS, max(0.0, (now - at) / interval))
 
 
 def _closeness(row: dict, group: WatchGroup) -> float:

@@ -36,11 +36,12 @@ from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
 from outbox.enqueue import Detection, detections_for, enqueue_many
-from watches.marketplaces.base import Observation
+from watches.marketplaces.base import FetchResult, Observation, Shape
 from watches.missed import record_missed
 from watches.models import Listing, Watch
+from watches.polling import feeds
 from watches.polling.observations import fetch, observe
-from watches.polling.plan import plan
+from watches.polling.plan import Planned, plan
 from watches.triggers import History, Judgement, build_history, detect
 
 log = logging.getLogger("watches.polling.poll")
@@ -50,11 +51,12 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class PollResult:
-    listings: int = 0  # listings asked about
+    listings: int = 0  # listings answered about (asked for, or found on a page)
     observations: int = 0  # answers with a price/stock (out of stock included)
     errors: int = 0  # answers that were an error (not found, unreachable…)
     enqueued: int = 0  # outbox rows really inserted (not folded into today's row)
     points: int = 0  # price points written
+    requests: int = 0  # requests planned: one item, a shop's page or a product's offers each
 
     def as_json(self) -> dict[str, int]:
         return {
@@ -65,7 +67,7 @@ class PollResult:
         }
 
     def add(self, other: PollResult) -> None:
-        for name in ("listings", "observations", "errors", "enqueued", "points"):
+        for name in ("listings", "observations", "errors", "enqueued", "points", "requests"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -121,36 +123,52 @@ def poll(
     now = now or timezone.now()
     if codes is not None:
         queryset = Listing.objects.filter(item_code__in=list(codes)).order_by("id")
-        pending = list(queryset.values_list("id", "source"))
+        planned = [
+            Planned(pk, listing_source, True, 0.0)
+            for pk, listing_source in queryset.values_list("id", "source")
+        ]
     else:
-        # What the budget allows, by priority (watches.polling.plan).
-        due = due_listings(now, source=source, force=force)
-        pending = [(item.listing_id, item.source) for item in plan(due, now)]
-    # Ids first, then batches: the listing rows are read fresh right before each fetch.
-    total = len(pending)
+        # What the budget allows, by value (watches.polling.plan).
+        planned = plan(due_listings(now, source=source, force=force), now)
+    total = len(planned)
     result = PollResult()
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     done = 0
-    for batch_source, ids in _batches(pending, settings.POLL_BATCH_SIZE):
-        result.add(poll_batch(batch_source, ids))
-        done += len(ids)
+    for batch in _batches(planned, settings.POLL_BATCH_SIZE):
+        result.add(_run(batch))
+        done += len(batch)
         if progress is not None:
             progress(done, total)
         if deadline is not None and time.monotonic() > deadline and done < total:
-            # The rest are the most recently polled; they head the next run.
-            log.info("poll stopped after %s s; %d listing(s) wait", max_seconds, total - done)
+            # The rest are worth least, or the most recently polled; they head the next run.
+            log.info("poll stopped after %s s; %d request(s) wait", max_seconds, total - done)
             break
     return result
 
 
-def _batches(pending: list[tuple[int, str]], size: int) -> Iterable[tuple[str, list[int]]]:
-    """Batches of one source each, keeping the least-recently-polled order within a source."""
-    by_source: dict[str, list[int]] = defaultdict(list)
-    for listing_id, source in pending:
-        by_source[source].append(listing_id)
-    for source, ids in by_source.items():
-        for start in range(0, len(ids), size):
-            yield source, ids[start : start + size]
+def _batches(planned: list[Planned], size: int) -> Iterable[list[Planned]]:
+    """The plan's requests in batches of one source and one shape each, in the plan's order
+    within each (source, shape)."""
+    by_kind: dict[tuple[str, Shape], list[Planned]] = defaultdict(list)
+    for request in planned:
+        by_kind[(request.source, request.shape)].append(request)
+    for requests in by_kind.values():
+        for start in range(0, len(requests), size):
+            yield requests[start : start + size]
+
+
+def _run(batch: list[Planned]) -> PollResult:
+    """One batch of requests of one source and shape (`_batches`)."""
+    source, shape = batch[0].source, batch[0].shape
+    if shape == Shape.SHOP:
+        return feeds.poll_shops(source, [request.key for request in batch])
+    if shape == Shape.PRODUCT:
+        from watches.products.polling import poll_product_batch
+
+        result = poll_product_batch(source, [request.product_id for request in batch])
+        result.requests = len(batch)
+        return result
+    return poll_batch(source, [request.listing_id for request in batch])
 
 
 def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
@@ -160,14 +178,26 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
     listings = sorted(
         Listing.objects.filter(id__in=ids, paused=False), key=lambda row: position[row.pk]
     )
-    result = PollResult(listings=len(listings))
     if not listings:
-        return result
+        return PollResult()
     fetched = fetch(source, [listing.item_code for listing in listings])
+    answers = [(listing, fetched[listing.item_code]) for listing in listings]
+    result = record_answers(answers, timezone.now())
+    result.requests = len(listings)
+    return result
 
-    now = timezone.now()
-    observations = observe([(listing, fetched[listing.item_code]) for listing in listings], now)
-    watches_by_listing = _live_watches([listing.pk for listing in listings])
+
+def record_answers(
+    answers: Sequence[tuple[Listing, FetchResult]], now: dt.datetime, via: Shape = Shape.ITEM
+) -> PollResult:
+    """Keep a batch of answers by the observation rule, judge the live watches of each
+    listing on its new observation, and enqueue what they detect — in one short
+    transaction. `via`: the shape of the requests that answered."""
+    result = PollResult(listings=len(answers))
+    if not answers:
+        return result
+    observations = observe(answers, now, via=via)
+    watches_by_listing = _live_watches([listing.pk for listing, _ in answers])
     detections: list[Detection] = []
     missed: list[tuple[Watch, Observation]] = []
     for seen in observations.seen:

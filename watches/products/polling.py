@@ -45,6 +45,7 @@ from watches.marketplaces.base import (
     Observation,
     Offers,
     OffersResult,
+    Shape,
     get_marketplace,
 )
 from watches.missed import record_missed
@@ -95,17 +96,29 @@ def due_products(now: dt.datetime, *, force: bool = False) -> QuerySet[Product]:
 
 
 def poll_products(
-    *, jans: Sequence[str] | None = None, force: bool = False, now: dt.datetime | None = None
+    *,
+    jans: Sequence[str] | None = None,
+    force: bool = False,
+    now: dt.datetime | None = None,
+    planned: bool = False,
 ) -> PollResult:
-    """Poll the due products (or exactly those with `jans`) on every offer marketplace."""
+    """Poll the due products (or exactly those with `jans`) on every offer marketplace. With
+    `planned` (a polling run), only on those without a budget (the demo): the poll plan asks
+    a marketplace with one for products within that budget, beside its items and shops
+    (`watches.polling.plan`)."""
+    from watches.polling.plan import run_budget
+
     now = now or timezone.now()
     if jans is not None:
         queryset = Product.objects.filter(jan__in=list(jans)).order_by("id")
     else:
         queryset = due_products(now, force=force)
+    sources = offer_sources()
+    if planned:
+        sources = [source for source in sources if run_budget(source) is None]
     ids = list(queryset.values_list("id", flat=True))
     result = PollResult()
-    for source in offer_sources():
+    for source in sources:
         for start in range(0, len(ids), settings.POLL_BATCH_SIZE):
             result.add(poll_product_batch(source, ids[start : start + settings.POLL_BATCH_SIZE]))
     return result
@@ -127,7 +140,7 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     now = timezone.now()
     pairs = offer_answers(source, products, answers, now)
     result.listings = len(pairs)
-    observations = observe(pairs, now)
+    observations = observe(pairs, now, via=Shape.PRODUCT)
     for seen in observations.seen:
         if seen.observation is None:
             result.errors += 1

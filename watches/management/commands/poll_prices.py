@@ -47,7 +47,7 @@ class Command(BaseCommand):
         show_progress = not as_json and self.stdout.isatty()
         # Products first (every shop's offer in one request each): the offers they observe
         # are then not due for listing polling. Asked for listings by code: those alone.
-        result = PollResult() if codes else poll_products(force=force)
+        result = PollResult() if codes else poll_products(force=force, planned=True)
         result.add(
             poll(codes=codes, force=force, progress=self._progress if show_progress else None)
         )

@@ -1,0 +1,212 @@
+"""The poll plan chooses its requests, not only its listings: one item, a shop's feed (its
+items most recently updated first) or a product's offers at every shop — each valued by what
+it is likely to answer against the one request it costs — and what a shop's feed teaches is
+kept for the next plan (`watches.polling.feeds`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+
+import pytest
+
+from tests.factories import DeviceFactory, ListingFactory, WatchFactory
+from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Page, Shape
+from watches.models import FeedCheck, Listing, Product, ShopFeed, Trigger
+from watches.polling import feeds
+from watches.polling.observations import observe
+from watches.polling.plan import Reach, plan
+from watches.polling.poll import due_listings
+
+pytestmark = pytest.mark.django_db
+
+TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
+T0 = dt.datetime(2026, 3, 10, 10, 0, tzinfo=TOKYO)
+HOUR_AGO = T0 - dt.timedelta(hours=1)
+EVERYTHING = frozenset({Shape.ITEM, Shape.SHOP, Shape.PRODUCT})
+
+
+def reach(budget: int | None, shapes=EVERYTHING) -> dict[str, Reach]:
+    return {"rakuten": Reach(budget, shapes, 30, lambda code: code.partition(":")[0])}
+
+
+@pytest.fixture
+def clock(time_machine):
+    time_machine.move_to(T0, tick=False)
+    return time_machine
+
+
+def listing(code: str, *, price: int = 1000, target: int | None = None, **fields) -> Listing:
+    fields.setdefault("last_polled_at", HOUR_AGO)
+    made = ListingFactory(
+        source="rakuten", item_code=code, price=price, shipping=0, units_per_pack=None, **fields
+    )
+    if target is not None:
+        WatchFactory(
+            listing=made, device=DeviceFactory(), trigger=Trigger.TARGET_PRICE, target_price=target
+        )
+    return made
+
+
+def shapes_of(chosen) -> list[tuple[Shape, str | int | None]]:
+    return [
+        (item.shape, item.listing_id if item.shape == Shape.ITEM else item.key) for item in chosen
+    ]
+
+
+def test_one_request_for_a_products_offers_goes_before_one_of_them_alone(clock):
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    offers = [
+        listing(f"shop{n}:scottie", target=990, product_id=product.pk, jan=product.jan)
+        for n in range(3)
+    ]
+    lone = listing("other:coffee", target=990)
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(1, frozenset({Shape.ITEM, Shape.PRODUCT})))
+
+    assert shapes_of(chosen) == [(Shape.PRODUCT, product.jan)]
+    assert set(chosen[0].covers) == {offer.pk for offer in offers}
+    assert lone.pk not in chosen[0].covers
+
+
+def test_a_shop_with_many_watched_listings_is_read_as_a_feed(clock):
+    crowded = [listing(f"big:item{n}", target=995) for n in range(6)]
+    lone = listing("small:item", target=995)
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(2))
+
+    assert chosen[0].shape == Shape.SHOP and chosen[0].key == "big"
+    # The other request goes to the listing the feed does not answer.
+    assert shapes_of(chosen)[1] == (Shape.ITEM, lone.pk)
+    assert {pk for pk in chosen[0].covers} <= {item.pk for item in crowded}
+
+
+def test_only_items_when_the_plan_of_one_request_an_item_is_asked(clock):
+    for n in range(6):
+        listing(f"big:item{n}", target=995)
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(3, frozenset({Shape.ITEM})))
+
+    assert [item.shape for item in chosen] == [Shape.ITEM] * 3
+
+
+def test_a_listing_whose_shop_feed_showed_every_change_since_waits_for_the_others(clock):
+    # Both equally close and equally long unchecked; the feed of shop "read" showed every
+    # change since before the first was observed, and it was not among them.
+    covered = listing("read:item", target=995)
+    other = listing("unread:item", target=995)
+    ShopFeed.objects.create(
+        source="rakuten",
+        shop="read",
+        read_at=T0 - dt.timedelta(minutes=5),
+        complete_since=HOUR_AGO - dt.timedelta(minutes=1),
+        updates_per_hour=6.0,
+        top=["read:other"],
+    )
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(1))
+
+    assert shapes_of(chosen) == [(Shape.ITEM, other.pk)]
+    assert covered.pk < other.pk, "given first (least recently polled order), yet waits"
+
+
+def test_feeds_are_trusted_until_item_requests_contradict_them(clock):
+    assert feeds.trusted("rakuten")
+    FeedCheck.objects.create(source="rakuten", confirmed=10, contradicted=10)
+    assert not feeds.trusted("rakuten")
+    FeedCheck.objects.filter(source="rakuten").update(confirmed=90)
+    assert feeds.trusted("rakuten")
+
+
+# --- what a feed teaches ---------------------------------------------------------------------
+
+
+def page(codes: list[str], at: dt.datetime, shop: str = "s") -> Page:
+    items = tuple(Observation(code, 100, True, at, extra={"shop": shop}) for code in codes)
+    return Page(Ask(Shape.SHOP, shop), items, at)
+
+
+def test_a_read_that_reaches_back_to_the_last_learns_the_pace_and_keeps_the_chain():
+    feed = ShopFeed(source="rakuten", shop="s")
+    first = T0 - dt.timedelta(hours=1)
+    feeds._learn_from(feed, page([f"s:{n}" for n in range(30)], first), 30)
+    assert feed.complete_since == first and feed.updates_per_hour is None
+
+    # Six items changed in the hour; then the old order resumes (s:0 followed by s:1).
+    later = [f"s:new{n}" for n in range(6)] + [f"s:{n}" for n in range(24)]
+    feeds._learn_from(feed, page(later, T0), 30)
+
+    assert feed.updates_per_hour == pytest.approx(6.0)
+    assert feed.complete_since == first, "every change since the first read was shown"
+    assert feed.read_at == T0 and feed.top[:2] == ["s:new0", "s:new1"]
+
+
+def test_a_read_that_does_not_reach_back_starts_the_chain_again():
+    feed = ShopFeed(source="rakuten", shop="s")
+    first = T0 - dt.timedelta(hours=1)
+    feeds._learn_from(feed, page([f"s:{n}" for n in range(30)], first), 30)
+
+    feeds._learn_from(feed, page([f"s:new{n}" for n in range(30)], T0), 30)
+
+    assert feed.complete_since == T0, "changes beyond the page may have been missed"
+    assert feed.updates_per_hour >= 30.0
+
+
+def test_an_item_that_changed_again_alone_does_not_prove_the_order_resumes():
+    feed = ShopFeed(source="rakuten", shop="s")
+    first = T0 - dt.timedelta(hours=1)
+    feeds._learn_from(feed, page([f"s:{n}" for n in range(30)], first), 30)
+
+    # s:0 changed again (top), everything below is new: the old order does not resume.
+    feeds._learn_from(feed, page(["s:0"] + [f"s:new{n}" for n in range(29)], T0), 30)
+
+    assert feed.complete_since == T0
+
+
+def test_a_shop_that_fits_on_one_page_is_always_seen_whole():
+    feed = ShopFeed(source="rakuten", shop="s")
+    feeds._learn_from(feed, page(["s:a", "s:b"], T0 - dt.timedelta(hours=1)), 30)
+    feeds._learn_from(feed, page(["s:b", "s:a"], T0), 30)
+    assert feed.complete_since == T0 - dt.timedelta(hours=1)
+
+
+def test_a_page_error_is_kept_on_the_feed_and_teaches_nothing(clock):
+    feeds.learn("rakuten", {"s": page(["s:a"], T0 - dt.timedelta(hours=1))}, 30)
+    feeds.learn("rakuten", {"s": FetchError(FetchKind.SERVER, "HTTP 503")}, 30)
+    feed = ShopFeed.objects.get(source="rakuten", shop="s")
+    assert feed.last_error == "server: HTTP 503"
+    assert feed.read_at == T0 - dt.timedelta(hours=1)
+
+
+# --- the hypothesis, measured ------------------------------------------------------------------
+
+
+def test_an_item_request_soon_after_a_feed_showed_the_item_confirms_or_contradicts_it(clock):
+    said = listing(
+        "s:said", price=900, seen_via=Shape.SHOP, last_polled_at=T0 - dt.timedelta(minutes=3)
+    )
+    wrong = listing(
+        "s:wrong", price=900, seen_via=Shape.SHOP, last_polled_at=T0 - dt.timedelta(minutes=3)
+    )
+    old = listing(
+        "s:old", price=900, seen_via=Shape.SHOP, last_polled_at=T0 - dt.timedelta(hours=2)
+    )
+    same = Observation("s:said", 900, True, T0, shipping=0)
+    moved = Observation("s:wrong", 800, True, T0, shipping=0)
+    later = Observation("s:old", 800, True, T0, shipping=0)
+
+    observe([(said, same), (wrong, moved), (old, later)], T0).save()
+
+    check = FeedCheck.objects.get(source="rakuten")
+    assert (check.confirmed, check.contradicted) == (1, 1), "too late to say for s:old"
+    assert set(Listing.objects.values_list("seen_via", flat=True)) == {Shape.ITEM}
+
+
+def test_a_feed_answer_is_no_check_of_a_feed_answer(clock):
+    shown = listing(
+        "s:a", price=900, seen_via=Shape.SHOP, last_polled_at=T0 - dt.timedelta(minutes=1)
+    )
+    observe([(shown, Observation("s:a", 800, True, T0, shipping=0))], T0, via=Shape.SHOP).save()
+    assert not FeedCheck.objects.exists()
+    shown.refresh_from_db()
+    assert shown.seen_via == Shape.SHOP and shown.price == 800

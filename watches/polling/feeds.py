@@ -1,0 +1,179 @@
+"""Shop feeds: one request answers a shop's items, most recently updated first, a page of
+them (Rakuten Ichiba's `shopCode` with `sort=-updateTimestamp`). Every item on the page that
+is a listing we know becomes an observation, by the one rule (`watches.polling.observations`);
+items we do not know are not stored.
+
+What a read teaches is kept per shop (`ShopFeed`), for the poll plan:
+
+- where the last read's order resumes on this page says how many of the shop's items changed
+  in between (all of them, when some item of the last read is still on the page), hence how
+  fast the shop changes (`updates_per_hour`);
+- a read that reached back to the last one showed every change since: while reads keep doing
+  so (`complete_since`), a watched listing observed after the chain began and absent from
+  the pages held its price — the plan then spends no request of its own on it.
+
+That a price change moves an item up its shop's feed is not documented. It is measured
+(`FeedCheck`: an item request soon after a feed showed the item confirms or contradicts what
+the feed said, `watches.polling.observations`), and the plan uses feeds only while they are
+`trusted`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.text import clip
+from watches.marketplaces.base import Ask, FetchError, Page, PageResult, Shape
+from watches.models import FeedCheck, Listing, ShopFeed
+from watches.polling.observations import ask
+
+log = logging.getLogger("watches.polling.feeds")
+
+NO_PAGE = "the marketplace did not answer for this page"
+# Below this many checks the feeds are trusted; at or above it, while this share was
+# confirmed.
+TRUST_SAMPLES = 20
+TRUST_SHARE = 0.8
+# How much a new reading of a shop's pace weighs against what was learned before.
+LEARNING = 0.5
+_ERROR_LIMIT = ShopFeed._meta.get_field("last_error").max_length
+
+
+def trusted(source: str) -> bool:
+    """Whether `source`'s shop feeds show what changed: not measured enough yet, or confirmed
+    by item requests often enough."""
+    check = FeedCheck.objects.filter(source=source).first()
+    if check is None:
+        return True
+    checked = check.confirmed + check.contradicted
+    return checked < TRUST_SAMPLES or check.confirmed >= TRUST_SHARE * checked
+
+
+def read_pages(
+    source: str, shops: Sequence[str], now: dt.datetime | None = None
+) -> tuple[list[tuple[Listing, PageResult]], dict[str, PageResult]]:
+    """Page 1 of each shop's feed (one request each, through the budget; never raises), the
+    listings we know among its items, each with its observation, and every shop's answer."""
+    asks = [Ask(Shape.SHOP, shop) for shop in shops]
+    answers = ask(source, asks, lambda adapter: adapter.pages(asks), NO_PAGE)
+    by_shop = {a.key: answers[a] for a in asks}
+    return known_items(source, by_shop.values()), by_shop
+
+
+def known_items(source: str, answers: Iterable[PageResult]) -> list[tuple[Listing, PageResult]]:
+    """(listing, observation) for every item of `answers` that is an active listing of
+    `source`, each listing once (its first appearance)."""
+    items = [item for page in answers if isinstance(page, Page) for item in page.items]
+    codes = list(dict.fromkeys(item.item_code for item in items))
+    if not codes:
+        return []
+    listings = {
+        listing.item_code: listing
+        for listing in Listing.objects.filter(source=source, item_code__in=codes, paused=False)
+    }
+    pairs: dict[str, tuple[Listing, PageResult]] = {}
+    for item in items:
+        listing = listings.get(item.item_code)
+        if listing is not None and item.item_code not in pairs:
+            pairs[item.item_code] = (listing, item)
+    return list(pairs.values())
+
+
+def learn(source: str, answers: dict[str, PageResult], per_page: int) -> None:
+    """Keep what each shop's page 1 taught (see the module's docstring), in one short
+    transaction."""
+    feeds = {
+        feed.shop: feed for feed in ShopFeed.objects.filter(source=source, shop__in=list(answers))
+    }
+    with transaction.atomic():
+        for shop, answer in answers.items():
+            feed = feeds.get(shop) or ShopFeed(source=source, shop=shop)
+            if isinstance(answer, FetchError):
+                feed.last_error = clip(f"{answer.kind}: {answer.detail}", _ERROR_LIMIT)
+            else:
+                _learn_from(feed, answer, per_page)
+            feed.save()
+
+
+def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
+    codes = [item.item_code for item in page.items]
+    at = page.observed_at
+    resumes = _where_it_resumes(codes, feed.top)
+    whole = len(codes) < per_page  # the shop's whole catalogue fits on the page
+    if feed.read_at is not None and at > feed.read_at:
+        hours = (at - feed.read_at).total_seconds() / 3600
+        # Changed in between: the items above where the last order resumes; at least a
+        # page's worth when it does not resume on this page.
+        changed = resumes if resumes is not None else (len(codes) if whole else per_page)
+        pace = changed / hours
+        if resumes is None and not whole:
+            pace = max(pace, feed.updates_per_hour or 0.0)  # a floor, not a measure
+        old = feed.updates_per_hour
+        feed.updates_per_hour = pace if old is None else LEARNING * pace + (1 - LEARNING) * old
+    complete = whole or (feed.read_at is not None and resumes is not None)
+    if not complete or feed.complete_since is None:
+        # The chain starts (again) here: from now on a read that reaches back to this one
+        # shows every change made after it.
+        feed.complete_since = at
+    feed.read_at = at
+    feed.top = codes
+    feed.last_error = ""
+
+
+def _where_it_resumes(codes: list[str], before: list[str]) -> int | None:
+    """Where the last read's order resumes on this page: the first item followed by the item
+    that followed it last time (an item that changed again moves to the top on its own, so
+    one old item alone proves nothing); the last item, when it was on the last page. None
+    when the page holds nothing of the last read's order."""
+    follows = dict(pairwise(before))
+    seen = set(before)
+    for i, code in enumerate(codes):
+        if i + 1 < len(codes):
+            if follows.get(code) == codes[i + 1]:
+                return i
+        elif code in seen:
+            return i
+    return None
+
+
+def poll_shops(source: str, shops: Sequence[str], per_page: int):
+    """Read page 1 of each shop's feed, keep what it says of the listings we know (judging
+    their watches as polling does) and what it teaches of each shop. Returns the counts."""
+    from watches.polling.poll import record_answers
+
+    pairs, answers = read_pages(source, shops)
+    result = record_answers(pairs, timezone.now(), via=Shape.SHOP)
+    learn(source, answers, per_page)
+    result.requests = len(shops)
+    return result
+
+
+def seen_through_feeds(
+    rows: Iterable[dict], feeds: dict[tuple[str, str], ShopFeed], shop_of
+) -> dict[int, dt.datetime]:
+    """For each listing row (`id`, `source`, `item_code`, `last_polled_at`) whose shop's feed
+    has shown every change since before the listing was last observed, the moment up to
+    which it is known unchanged (the feed's last read)."""
+    seen = {}
+    for row in rows:
+        shop = shop_of(row["source"], row["item_code"])
+        feed = feeds.get((row["source"], shop)) if shop else None
+        observed = row["last_polled_at"]
+        if (
+            feed is not None
+            and feed.complete_since is not None
+            and feed.read_at is not None
+            and observed is not None
+            and feed.complete_since <= observed < feed.read_at
+        ):
+            seen[row["id"]] = feed.read_at
+    return seen
+
+
+__all__ = ["learn", "poll_shops", "read_pages", "seen_through_feeds", "trusted"]
