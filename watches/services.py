@@ -5,8 +5,9 @@ that writes them. The outbox reads the models freely (`watches.models`), but eve
 needs is one of these functions (pyproject.toml's import-linter contracts, and a test that
 records every write of a dispatch cycle at the SQL level, keep it so):
 
-- `refetch`: ask the marketplaces about listings right now and keep what they said, by the
-  same rule as price polling (history point or not, last-seen state, typical price and 90-day
+- `refetch`: ask the marketplaces about listings right now — listings that share a shop
+  together, from its feed, where the marketplace can — and keep what they said, by the same
+  rule as price polling (history point or not, last-seen state, typical price and 90-day
   low, errors) — or, within a freshness bound the caller gives, take a poll's observation
   instead of asking again (`refetch_or_reuse` also says which answers those were);
 - `refetch_products`: the same for product watches — every shop's offer of each product, one
@@ -38,10 +39,11 @@ from django.dispatch import Signal
 
 from common.bulk import update_by_id
 from watches.email_address import record_bounces, unsubscribe_token
-from watches.marketplaces.base import FetchResult
+from watches.marketplaces.base import FetchResult, Shape
 from watches.missed import missed_for
 from watches.models import Device, Listing, Watch
 from watches.pages import pagecache
+from watches.polling import feeds
 from watches.polling.observations import fetch, fresh_observations, observe
 from watches.polling.plan import budget_status, watched_coverage
 from watches.products.refetch import ProductAnswer, refetch_products
@@ -110,15 +112,24 @@ def refetch_or_reuse(
     for listing in listings:
         by_source[listing.source].append(listing)
     answers: list[tuple[Listing, FetchResult]] = []
+    on_pages: list[tuple[Listing, FetchResult]] = []
     for source, group in by_source.items():
-        fetched = fetch(source, [listing.item_code for listing in group])
-        answers.extend((listing, fetched[listing.item_code]) for listing in group)
-    if not answers:
-        return results, reused
+        # Listings that share a shop are answered together from its feed where the
+        # marketplace can (watches.polling.feeds); the rest, and one alone, item by item.
+        together = feeds.answer_together(source, group) if len(group) > 1 else {}
+        on_pages.extend(
+            (listing, together[listing.id]) for listing in group if listing.id in together
+        )
+        alone = [listing for listing in group if listing.id not in together]
+        fetched = fetch(source, [listing.item_code for listing in alone])
+        answers.extend((listing, fetched[listing.item_code]) for listing in alone)
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
-    observations = observe(answers, now, judging=False)
-    observations.save()
-    return {**results, **{seen.listing.id: seen.result for seen in observations.seen}}, reused
+    for batch, via in ((on_pages, Shape.SHOP), (answers, Shape.ITEM)):
+        if batch:
+            observations = observe(batch, now, judging=False, via=via)
+            observations.save()
+            results.update((seen.listing.id, seen.result) for seen in observations.seen)
+    return results, reused
 
 
 def advance_baselines(

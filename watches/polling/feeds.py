@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
@@ -29,7 +30,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.text import clip
-from watches.marketplaces.base import Ask, FetchError, Page, PageResult, Shape
+from watches.marketplaces.base import (
+    Ask,
+    FetchError,
+    Observation,
+    Page,
+    PageResult,
+    Shape,
+    get_marketplace,
+)
 from watches.models import FeedCheck, Listing, ShopFeed
 from watches.polling.observations import ask
 
@@ -154,6 +163,62 @@ def poll_shops(source: str, shops: Sequence[str], per_page: int):
     return result
 
 
+# Pages of one shop's feed the dispatcher's re-check reads at most, while two or more of its
+# listings are still unanswered: past that, what is left is asked for item by item.
+REFETCH_PAGES = 3
+
+
+def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Observation]:
+    """The answers a few requests can give for many of `listings` at once — for the
+    dispatcher's re-check of rows whose listings share a shop: each shop with two or more of
+    them is read from page 1 of its feed on (most recently updated first: a sale's items,
+    just changed, come first), a page more while two or more are still missing and the
+    last page was full. What is found is an answer as fresh as an item's own; what is not
+    is left for a request of its own. Only where the marketplace sorts a shop's items by
+    update and its feeds are `trusted`."""
+    adapter = _adapter_with_feeds(source)
+    if adapter is None:
+        return {}
+    missing: dict[str, dict[str, Listing]] = defaultdict(dict)
+    for listing in listings:
+        shop = adapter.shop_of(listing.item_code)
+        if shop:
+            missing[shop][listing.item_code] = listing
+    missing = {shop: mine for shop, mine in missing.items() if len(mine) > 1}
+    found: dict[int, Observation] = {}
+    page = 1
+    while missing and page <= REFETCH_PAGES:
+        asks = [Ask(Shape.SHOP, shop, page) for shop in missing]
+        answers = ask(source, asks, lambda a, asks=asks: a.pages(asks), NO_PAGE)
+        for shop_ask in asks:
+            answer = answers[shop_ask]
+            mine = missing[shop_ask.key]
+            if isinstance(answer, Page):
+                for item in answer.items:
+                    listing = mine.pop(item.item_code, None)
+                    if listing is not None:
+                        found[listing.id] = item
+            full = isinstance(answer, Page) and len(answer.items) >= adapter.per_page
+            if not full or len(mine) < 2:
+                del missing[shop_ask.key]
+        page += 1
+    return found
+
+
+def _adapter_with_feeds(source: str):
+    try:
+        adapter = get_marketplace(source)
+    except Exception:  # misconfigured: the item requests that follow say so
+        return None
+    if (
+        Shape.SHOP in getattr(adapter, "shapes", ())
+        and getattr(adapter, "shop_by_update", False)
+        and trusted(source)
+    ):
+        return adapter
+    return None
+
+
 def seen_through_feeds(
     rows: Iterable[dict], feeds: dict[tuple[str, str], ShopFeed], shop_of
 ) -> dict[int, dt.datetime]:
@@ -176,4 +241,11 @@ def seen_through_feeds(
     return seen
 
 
-__all__ = ["learn", "poll_shops", "read_pages", "seen_through_feeds", "trusted"]
+__all__ = [
+    "answer_together",
+    "learn",
+    "poll_shops",
+    "read_pages",
+    "seen_through_feeds",
+    "trusted",
+]
