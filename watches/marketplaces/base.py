@@ -1,4 +1,5 @@
-"""The one interface to a marketplace: fetch item codes, get an observation or an error kind.
+"""The one interface to a marketplace: fetch item codes, get an observation or an error kind;
+or ask for pages of items (a shop's, a product's offers, a keyword's): many prices a request.
 
 The dispatcher and price polling speak only this; each marketplace is one module behind it.
 """
@@ -144,6 +145,73 @@ class OfferSearch(Marketplace, Protocol):
         """One result per requested JAN code: its offers, or an error kind (`empty` when no
         shop offers it now); never raises for an outcome of the outside world."""
         ...
+
+
+class Shape(StrEnum):
+    """What one request asks for (docs/marketplaces.md has each marketplace's parameters)."""
+
+    ITEM = "item"  # one item by its code (what `fetch` asks)
+    SHOP = "shop"  # one shop's items, most recently updated first where the API can sort so
+    PRODUCT = "product"  # every shop's offer of one JAN code, cheapest first, in stock only
+    KEYWORD = "keyword"  # a free-text query (e.g. a product's name), cheapest first, in stock
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request: a shape, its key (an item code, a shop code — Rakuten's shopCode, Yahoo's
+    seller_id —, a JAN code or a keyword) and the page of the answer (1 = the first)."""
+
+    shape: Shape
+    key: str
+    page: int = 1
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of an answer: every item on it, in the answer's order, whether we know the
+    item or not (storing only the known ones is the caller's job). Each Observation's
+    `extra` holds `"shop"` (its shop code), `"jan"` and `"updated_at"` (an aware datetime)
+    when the answer says them."""
+
+    ask: Ask
+    items: tuple[Observation, ...]
+    observed_at: dt.datetime
+    total: int | None = None  # items matching in all, when the marketplace says
+    last_page: int | None = None  # the last page the marketplace would answer for this key
+
+
+PageResult = Page | FetchError
+
+
+class PageSearch(Marketplace, Protocol):
+    """A marketplace that answers many items a request, in pages."""
+
+    per_page: int  # items one request answers at most
+    max_page: int  # the last page any key may ask for (pages past a key's last are empty)
+    shapes: frozenset[Shape]  # the shapes it answers
+    # SHOP pages come most recently updated first (Rakuten); False: in another stable order
+    # the API documents (Yahoo! Shopping documents no update-time sort).
+    shop_by_update: bool
+
+    def shop_of(self, item_code: str) -> str | None:
+        """The shop code `item_code` belongs to, or None when the code says no shop."""
+        ...
+
+    def pages(self, asks: Iterable[Ask]) -> dict[Ask, PageResult]:
+        """One request per distinct Ask, through the budget, in the order given; never raises
+        for an outcome of the outside world. An ask the marketplace would refuse is answered
+        without a request: a page outside 1..`max_page` `empty`, a shape it does not answer
+        or an empty key `not_found`. A page past the key's last is a Page without items."""
+        ...
+
+
+def unaskable(ask: Ask, shapes: frozenset[Shape], max_page: int) -> FetchError | None:
+    """Why `ask` is not worth a request (the marketplace would refuse it), or None."""
+    if ask.shape not in shapes or not ask.key.strip():
+        return FetchError(FetchKind.NOT_FOUND, f"no {ask.shape} to ask for: {ask.key[:100]!r}")
+    if not 1 <= ask.page <= max_page:
+        return FetchError(FetchKind.EMPTY, f"page {ask.page} is not one of 1 to {max_page}")
+    return None
 
 
 def get_marketplace(source: str) -> Marketplace:
