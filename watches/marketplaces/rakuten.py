@@ -1,4 +1,7 @@
-"""Rakuten Ichiba, through its Item Search API on openapi.rakuten.co.jp (docs/marketplaces.md).
+"""Rakuten Ichiba, through its Item Search API on openapi.rakuten.co.jp (docs/marketplaces.md):
+one item by its code (`fetch`), or up to 30 items a request (`pages`): a shop's, most recently
+updated first; every shop's offer of a JAN code or of a keyword, cheapest first, in stock
+(`offers` is the JAN code's first page).
 
 Every request names the application id (`applicationId`) and carries its access key in the
 `accessKey` header — never in the URL, which can end up in logs —, and, when
@@ -38,6 +41,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -59,7 +63,19 @@ from watches.marketplaces.answers import (
     safe_url,
     whole_number,
 )
-from watches.marketplaces.base import FetchError, FetchKind, FetchResult, Observation
+from watches.marketplaces.base import (
+    Ask,
+    FetchError,
+    FetchKind,
+    FetchResult,
+    Observation,
+    Offers,
+    OffersResult,
+    Page,
+    PageResult,
+    Shape,
+    unaskable,
+)
 from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, app_id_label, limiter_for
 
 log = logging.getLogger("watches.marketplaces.rakuten")
@@ -71,10 +87,25 @@ _R = TypeVar("_R")
 _DEFAULT_HOLD_OFF = 5.0
 # Where the access key of an application is set: named in every detail about a key.
 _KEY_SETTING = "RAKUTEN_ACCESS_KEY (or id:key in RAKUTEN_APP_IDS)"
+# The documented ranges: `hits` 1–30 a request, `page` 1–100.
+HITS_MAX = 30
+PAGE_MAX = 100
+# Each shape's parameters besides the key and the page. A shop's items come sold-out ones
+# included (`availability=0`: a sold-out watched item is news too), offers in stock only.
+_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, object]]] = {
+    Shape.ITEM: ("itemCode", {"availability": 0}),
+    Shape.SHOP: ("shopCode", {"sort": "-updateTimestamp", "availability": 0}),
+    Shape.PRODUCT: ("keyword", {"sort": "+itemPrice", "availability": 1}),
+    Shape.KEYWORD: ("keyword", {"sort": "+itemPrice", "availability": 1}),
+}
 
 
 class RakutenMarketplace:
     source = "rakuten"
+    per_page = HITS_MAX
+    max_page = PAGE_MAX
+    shapes = frozenset(Shape)
+    shop_by_update = True
 
     def __init__(self) -> None:
         self.keys: dict[str, str] = applications()
@@ -102,6 +133,19 @@ class RakutenMarketplace:
         """One request per item code."""
         return self._each(item_codes, self._item)
 
+    def pages(self, asks: Iterable[Ask]) -> dict[Ask, PageResult]:
+        """One request per ask (`PageSearch.pages`)."""
+        return self._each(asks, self._page)
+
+    def offers(self, jans: Iterable[str]) -> dict[str, OffersResult]:
+        """Every shop's offer of each JAN code in stock, cheapest first: the first page of a
+        keyword search for the code (Item Search has no JAN field: an item whose text carries
+        the code is taken for an offer of it)."""
+        return self._each(jans, self._offers)
+
+    def shop_of(self, item_code: str) -> str | None:
+        return shop_of(item_code)
+
     def _each(self, keys: Iterable[_K], ask: Callable[[_K], _R]) -> dict[_K, _R | FetchError]:
         results: dict[_K, _R | FetchError] = {}
         self._stop = None
@@ -121,6 +165,25 @@ class RakutenMarketplace:
     def _item(self, code: str) -> FetchResult:
         answer = self._ask({"itemCode": code, "availability": 0})
         return answer if isinstance(answer, FetchError) else read_item(code, *answer)
+
+    def _page(self, ask: Ask) -> PageResult:
+        refused = unaskable(ask, self.shapes, self.max_page)
+        if refused is not None:
+            return refused
+        name, params = _SHAPE_PARAMS[ask.shape]
+        answer = self._ask({name: ask.key, **params, "hits": HITS_MAX, "page": ask.page})
+        return answer if isinstance(answer, FetchError) else read_page(ask, *answer)
+
+    def _offers(self, jan: str) -> OffersResult:
+        page = self._page(Ask(Shape.PRODUCT, jan))
+        if isinstance(page, FetchError):
+            return page
+        offers: dict[str, Observation] = {}
+        for item in page.items:
+            offers.setdefault(item.item_code, item)
+        if not offers:
+            return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
+        return Offers(jan=jan, offers=tuple(offers.values()), observed_at=page.observed_at)
 
     def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
         """One request through the budget: the answer's JSON object and when it came, or
@@ -310,6 +373,20 @@ def read_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResu
         raise Malformed(f"the answer is about another item, not {code}")
     except Malformed as exc:
         return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+
+
+def read_page(ask: Ask, data: Mapping[str, Any], now: dt.datetime) -> PageResult:
+    """Every item of one page of an answer, in its order."""
+    try:
+        items = tuple(parse_item(item, now) for item in _items(data))
+        total = optional(data, "count", int)
+        pages = optional(data, "pageCount", int)
+    except Malformed as exc:
+        return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+    if pages is None and total is not None:
+        pages = math.ceil(total / HITS_MAX)
+    last = None if pages is None else max(1, min(pages, PAGE_MAX))
+    return Page(ask=ask, items=items, observed_at=now, total=total, last_page=last)
 
 
 def _items(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -1,10 +1,14 @@
-"""Yahoo! Shopping, through its Item Search API v3 (`itemSearch`), in both request shapes:
+"""Yahoo! Shopping, through its Item Search API v3 (`itemSearch`; docs/marketplaces.md):
 
 - one item by its code (`store_item`, as in https://store.shopping.yahoo.co.jp/store/item.html):
   asked as `seller_id=store&query=item`, the hit whose `code` is the item's answers; no such
   hit is `empty` (the search has no offer for it right now);
 - every shop's offer of a JAN code, cheapest first (`jan_code=…&sort=+price`), in one
-  request: the same budget that buys one item buys a whole product.
+  request: the same budget that buys one item buys a whole product;
+- pages of up to 50 items (`pages`): a store's (`seller_id`, by review count: the API
+  documents no sort by update time, and that order is the most stable of those it documents,
+  so walking a store's pages meets each item once), a JAN code's or a query's offers in stock,
+  cheapest first. `start + results` may not pass 1000: 20 pages of a key at most.
 
 Each hit becomes an Observation: `price` (yen, tax included), `inStock`, the store's name, the
 item's link and medium image. Shipping is what `shipping.code` says: 2 (送料無料) is free,
@@ -39,6 +43,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -61,16 +66,22 @@ from watches.marketplaces.answers import (
     safe_url,
 )
 from watches.marketplaces.base import (
+    Ask,
     FetchError,
     FetchKind,
     FetchResult,
     Observation,
     Offers,
     OffersResult,
+    Page,
+    PageResult,
+    Shape,
+    unaskable,
 )
 from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
 
-_R = TypeVar("_R", FetchResult, OffersResult)
+_K = TypeVar("_K")
+_R = TypeVar("_R")
 
 log = logging.getLogger("watches.marketplaces.yahoo")
 
@@ -81,10 +92,24 @@ _FREE_SHIPPING = 2
 # Hits asked for when looking up one item within its store: the item's own code usually
 # comes first, but a store's search also matches its other items.
 _ITEM_HITS = 10
+# The most `results` one request answers, and the window `start + results` must stay in.
+RESULTS_MAX = 50
+RESULTS_WINDOW = 1000
+# Each page shape's parameters besides its key and the page (ITEM: `store_item`, split).
+_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, object]]] = {
+    Shape.SHOP: ("seller_id", {"sort": "-review_count"}),
+    Shape.PRODUCT: ("jan_code", {"sort": "+price", "in_stock": "true"}),
+    Shape.KEYWORD: ("query", {"sort": "+price", "in_stock": "true"}),
+}
 
 
 class YahooMarketplace:
     source = "yahoo"
+    per_page = RESULTS_MAX
+    # The last page whose first result is inside the window (it answers one result less).
+    max_page = math.ceil((RESULTS_WINDOW - 1) / RESULTS_MAX)
+    shapes = frozenset(Shape)
+    shop_by_update = False
 
     def __init__(self) -> None:
         self.app_id: str = settings.YAHOO_APP_ID
@@ -112,8 +137,16 @@ class YahooMarketplace:
         """One request per JAN code: every shop's offer, cheapest first."""
         return self._each(jans, self._offers)
 
-    def _each(self, keys: Iterable[str], ask: Callable[[str], _R]) -> dict[str, _R]:
-        results: dict[str, _R] = {}
+    def pages(self, asks: Iterable[Ask]) -> dict[Ask, PageResult]:
+        """One request per ask (`PageSearch.pages`)."""
+        return self._each(asks, self._page)
+
+    def shop_of(self, item_code: str) -> str | None:
+        store, underscore, item = item_code.partition("_")
+        return store if underscore and store and item else None
+
+    def _each(self, keys: Iterable[_K], ask: Callable[[_K], _R]) -> dict[_K, _R | FetchError]:
+        results: dict[_K, _R | FetchError] = {}
         self._stop = None
         try:
             for key in dict.fromkeys(keys):
@@ -134,6 +167,25 @@ class YahooMarketplace:
             return FetchError(FetchKind.NOT_FOUND, clip(f"{code}: not store_item", MAX_DETAIL))
         answer = self._ask({"seller_id": store, "query": item, "results": _ITEM_HITS})
         return answer if isinstance(answer, FetchError) else _read_item(code, answer)
+
+    def _page(self, ask: Ask) -> PageResult:
+        refused = unaskable(ask, self.shapes, self.max_page)
+        if refused is not None:
+            return refused
+        start = (ask.page - 1) * RESULTS_MAX + 1
+        window = {"start": start, "results": min(RESULTS_MAX, RESULTS_WINDOW - start)}
+        if ask.shape == Shape.ITEM:
+            store, item = self.shop_of(ask.key), ask.key.partition("_")[2]
+            if store is None:
+                return FetchError(
+                    FetchKind.NOT_FOUND, clip(f"{ask.key}: not store_item", MAX_DETAIL)
+                )
+            params: dict[str, object] = {"seller_id": store, "query": item}
+        else:
+            name, extra = _SHAPE_PARAMS[ask.shape]
+            params = {name: ask.key, **extra}
+        answer = self._ask({**params, **window})
+        return answer if isinstance(answer, FetchError) else _read_page(ask, answer)
 
     def _offers(self, jan: str) -> OffersResult:
         answer = self._ask({"jan_code": jan, "results": self.per_product, "sort": "+price"})
@@ -260,13 +312,31 @@ def _read_offers(jan: str, answer: tuple[dict, dt.datetime]) -> OffersResult:
                 raise Malformed("hits must be objects")
             offer = parse_hit(hit, now)
             # A search by JAN answers that JAN; a hit that names another is not this product.
-            if offer.extra.get("jan") in ("", jan):
+            if offer.extra.get("jan") in (None, jan):
                 offers.setdefault(offer.item_code, offer)
     except Malformed as exc:
         return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
     if not offers:
         return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
     return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now)
+
+
+def _read_page(ask: Ask, answer: tuple[dict, dt.datetime]) -> PageResult:
+    """Every hit of one page of an answer, in its order."""
+    data, now = answer
+    try:
+        hits = field(data, "hits", list)
+        if not all(isinstance(hit, dict) for hit in hits):
+            raise Malformed("hits must be objects")
+        items = tuple(parse_hit(hit, now) for hit in hits)
+        total = optional(data, "totalResultsAvailable", int)
+    except Malformed as exc:
+        return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
+    last = None
+    if total is not None:
+        reachable = min(total, RESULTS_WINDOW - 1)
+        last = max(1, min(math.ceil(reachable / RESULTS_MAX), YahooMarketplace.max_page))
+    return Page(ask=ask, items=items, observed_at=now, total=total, last_page=last)
 
 
 def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
@@ -280,6 +350,9 @@ def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
     shipping = optional(hit, "shipping", dict) or {}
     image = optional(hit, "image", dict) or {}
     seller = optional(hit, "seller", dict) or {}
+    extra: dict[str, object] = {"shop": (optional(seller, "sellerId", str) or "")[:200]}
+    if jan := optional(hit, "janCode", str):
+        extra["jan"] = jan
     return Observation(
         item_code=code[:200],
         price=price,
@@ -290,5 +363,5 @@ def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
         url=safe_url(optional(hit, "url", str)),
         image_url=safe_url(optional(image, "medium", str)),
         shop_name=(optional(seller, "name", str) or "")[:200],
-        extra={"jan": optional(hit, "janCode", str) or ""},
+        extra=extra,
     )
