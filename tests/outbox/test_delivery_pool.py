@@ -100,7 +100,7 @@ def test_rakuten_refetch_goes_through_the_limiter_once_per_listing(
         settings.RAKUTEN_RATE_PER_SECOND, clock=lambda: clock[0], sleep=slots.append
     )
     install_limiter(f"rakuten:{APP_ID}", settings.RAKUTEN_RATE_PER_SECOND, limiter)
-    codes = [f"shop:item-{i}" for i in range(3)]
+    codes = [f"shop{i}:item-{i}" for i in range(3)]  # a shop each: asked item by item
     device = DeviceFactory()
     now = timezone.now()
     detections = []

@@ -16,7 +16,7 @@ from watches.models import FeedCheck, Listing, Product, ShopFeed, Trigger
 from watches.polling import feeds
 from watches.polling.observations import observe
 from watches.polling.plan import Reach, plan
-from watches.polling.poll import due_listings
+from watches.polling.poll import due_listings, poll
 
 pytestmark = pytest.mark.django_db
 
@@ -210,3 +210,124 @@ def test_a_feed_answer_is_no_check_of_a_feed_answer(clock):
     assert not FeedCheck.objects.exists()
     shown.refresh_from_db()
     assert shown.seen_via == Shape.SHOP and shown.price == 800
+
+
+# --- through the real adapter, against the fake Ichiba --------------------------------------
+
+
+def shop_requests(ichiba) -> list[tuple[str, str]]:
+    return [(q["shopCode"], q.get("page", "1")) for q in ichiba.requests if "shopCode" in q]
+
+
+def item_requests(ichiba) -> list[str]:
+    return [q["itemCode"] for q in ichiba.requests if "itemCode" in q]
+
+
+def test_a_feed_read_observes_the_known_items_on_it_and_stores_no_other(clock, ichiba):
+    from tests.factories import DeviceFactory, WatchFactory
+    from watches.polling.feeds import poll_shops
+
+    for n in range(40):
+        ichiba.add(f"big:unknown{n}", price=500)
+    watched = [listing(f"big:item{n}", price=1000) for n in range(3)]
+    for item in watched:
+        ichiba.add(item.item_code, price=1000)
+        WatchFactory(listing=item, device=DeviceFactory(), target_price=950)
+    ichiba.set("big:item1", price=900)  # on sale: to the top of the shop's feed
+
+    result = poll_shops("rakuten", ["big"])
+
+    assert shop_requests(ichiba) == [("big", "1")] and not item_requests(ichiba)
+    sale = Listing.objects.get(item_code="big:item1")
+    assert (sale.price, sale.seen_via) == (900, Shape.SHOP)
+    assert result.enqueued == 1, "the sale crosses the watch's line: told, as polling tells"
+    assert not Listing.objects.filter(item_code__startswith="big:unknown").exists()
+    feed = ShopFeed.objects.get(source="rakuten", shop="big")
+    assert feed.read_at == T0 and feed.top[0] == "big:item1" and len(feed.top) == 30
+
+
+def test_a_polling_run_reads_a_crowded_shops_feed_and_asks_a_lone_listing_alone(
+    clock, ichiba, settings
+):
+    settings.RAKUTEN_RATE_PER_SECOND = 1.0
+    settings.POLL_MAX_SECONDS = 8  # 8 requests at 1/s…
+    settings.POLL_REFETCH_SHARE = 0.75  # …a quarter of them for polling: 2
+    for n in range(5):
+        made = listing(f"big:item{n}", target=995)
+        ichiba.add(made.item_code, price=1000)
+    lone = listing("small:item", target=995)
+    ichiba.add(lone.item_code, price=1000)
+
+    poll()
+
+    assert shop_requests(ichiba) == [("big", "1")]
+    assert item_requests(ichiba) == ["small:item"]
+
+
+def test_the_recheck_of_rows_that_share_a_shop_asks_its_feed_once(clock, ichiba, recording_channel):
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Status
+
+    device = DeviceFactory()
+    detections = []
+    for code in ("s:a", "s:b", "s:c", "alone:x"):
+        ichiba.add(code, price=900)
+        made = listing(code, price=900)
+        watch = WatchFactory(listing=made, device=device, target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    for n in range(10):
+        ichiba.add(f"s:other{n}", price=100)
+    ichiba.set("s:b", price=880)  # moved since detection, still below the line
+    enqueue_many(detections)
+
+    run_cycle()
+
+    assert shop_requests(ichiba) == [("s", "1")]
+    assert item_requests(ichiba) == ["alone:x"]
+    assert Outbox.objects.filter(status=Status.SENT).count() == 4
+    assert Listing.objects.get(item_code="s:b").price == 880, "the fresh price, from the feed"
+
+
+def test_the_recheck_asks_item_by_item_when_the_feeds_are_not_trusted(
+    clock, ichiba, recording_channel
+):
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+
+    FeedCheck.objects.create(source="rakuten", confirmed=0, contradicted=50)
+    device = DeviceFactory()
+    detections = []
+    for code in ("s:a", "s:b"):
+        ichiba.add(code, price=900)
+        watch = WatchFactory(listing=listing(code, price=900), device=device, target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    enqueue_many(detections)
+
+    run_cycle()
+
+    assert not shop_requests(ichiba)
+    assert sorted(item_requests(ichiba)) == ["s:a", "s:b"]
+
+
+def test_the_recheck_reads_a_second_page_only_while_two_listings_are_missing(
+    clock, ichiba, recording_channel
+):
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+
+    device = DeviceFactory()
+    detections = []
+    for code in ("s:a", "s:b", "s:c"):
+        ichiba.add(code, price=900)
+        watch = WatchFactory(listing=listing(code, price=900), device=device, target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    for n in range(60):  # 60 later changes: the three are on page 3
+        ichiba.add(f"s:other{n}", price=100)
+    ichiba.set("s:a", price=890)  # back to the top
+    enqueue_many(detections)
+
+    run_cycle()
+
+    assert shop_requests(ichiba) == [("s", "1"), ("s", "2"), ("s", "3")]
+    assert not item_requests(ichiba), "b and c were on page 3"

@@ -26,6 +26,13 @@ T0 = dt.datetime(2026, 3, 10, 10, 0, tzinfo=TOKYO)
 HOUR_AGO = T0 - dt.timedelta(hours=1)
 
 
+@pytest.fixture(autouse=True)
+def one_item_a_request(settings):
+    """These listings share a shop: the plan of one request an item is what is tested here
+    (requests of other shapes: tests/watches/test_poll_shapes.py)."""
+    settings.POLL_SHAPES = ["item"]
+
+
 @pytest.fixture
 def clock(time_machine):
     time_machine.move_to(T0, tick=False)

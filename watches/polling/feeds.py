@@ -151,14 +151,14 @@ def _where_it_resumes(codes: list[str], before: list[str]) -> int | None:
     return None
 
 
-def poll_shops(source: str, shops: Sequence[str], per_page: int):
+def poll_shops(source: str, shops: Sequence[str]):
     """Read page 1 of each shop's feed, keep what it says of the listings we know (judging
     their watches as polling does) and what it teaches of each shop. Returns the counts."""
     from watches.polling.poll import record_answers
 
     pairs, answers = read_pages(source, shops)
     result = record_answers(pairs, timezone.now(), via=Shape.SHOP)
-    learn(source, answers, per_page)
+    learn(source, answers, get_marketplace(source).per_page)
     result.requests = len(shops)
     return result
 

@@ -217,8 +217,8 @@ def test_a_jan_code_no_rakuten_shop_offers_in_stock_is_empty(ichiba):
 
 @pytest.mark.django_db
 def test_a_product_gathers_its_rakuten_offers_and_polls_them(ichiba):
-    from watches.product_intake import add_product
-    from watches.product_polling import poll_products
+    from watches.products.intake import add_product
+    from watches.products.polling import poll_products
 
     ichiba.add("a:tp-12r", price=620, jan=JAN, itemName="スコッティ 12ロール")
     ichiba.add("b:tp-12r", price=480, jan=JAN, itemName="スコッティ 12ロール")
