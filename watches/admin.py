@@ -15,8 +15,9 @@ from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from watches.admin_intake import ListingIntakeAdminMixin
-from watches.models import Device, Listing, Product, Watch
+from watches.models import Device, FeedCheck, Listing, Product, ShopFeed, Watch
 from watches.pausing import PauseResult, pause_listings
+from watches.polling import feeds
 from watches.products.watches import describe_product
 from yasugoro.admin_mixins import PlainActionCheckboxMixin
 
@@ -311,3 +312,37 @@ class ProductAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if {"units_per_pack", "unit_label"} & set(form.changed_data):
             describe_product(obj, units_per_pack=obj.units_per_pack, unit_label=obj.unit_label)
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    """What polling learned, shown to staff as it is: written by polling alone."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ShopFeed)
+class ShopFeedAdmin(_ReadOnlyAdmin):
+    """Each shop's feed as the poll plan knows it: when page 1 was last read, how fast the
+    shop's items change, since when every change was seen (`watches.polling.feeds`)."""
+
+    list_display = ("shop", "source", "read_at", "updates_per_hour", "complete_since", "last_error")
+    list_filter = ("source",)
+    search_fields = ("=shop",)
+    ordering = ("-read_at",)
+    show_full_result_count = False
+
+
+@admin.register(FeedCheck)
+class FeedCheckAdmin(_ReadOnlyAdmin):
+    """Whether each marketplace's shop feeds are trusted: how often a request for the item
+    alone soon after confirmed what a feed said."""
+
+    list_display = ("source", "confirmed", "contradicted", "trusted")
+
+    @admin.display(description=_("Trusted"), boolean=True)
+    def trusted(self, check: FeedCheck) -> bool:
+        return feeds.trusted(check.source)
