@@ -38,7 +38,7 @@ def update_by_id(
     statement per row, each composed and parsed anew)."""
     if isinstance(lowering, str):
         raise TypeError("lowering is a collection of field names, not one name")
-    model_fields = [model._meta.get_field(name) for name in fields]
+    model_fields = [_concrete(model, name) for name in fields]
     # Lowest id first: two transactions updating overlapping rows then lock them in the same
     # order and cannot deadlock each other on PostgreSQL.
     rows = sorted(rows, key=itemgetter(0))
@@ -83,7 +83,7 @@ def update_by_id(
     ]
     where, keys = f"{pk} = %s", [ids]
     if unless_later is not None:
-        stamp = quote(model._meta.get_field(unless_later).column)
+        stamp = quote(_concrete(model, unless_later).column)
         where += f" AND ({stamp} IS NULL OR {stamp} <= %s)"
         keys.append(columns[list(fields).index(unless_later)])
     with connection.cursor() as cursor:
@@ -95,7 +95,15 @@ def update_by_id(
     return len(ids)
 
 
-def _prepared(field: models.Field, values: list[Any]) -> list[Any]:
+def _concrete(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """The model's field of that name: a column of its table (not a reverse relation)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise ValueError(f"{name} is not a column of {model._meta.label}")
+    return field
+
+
+def _prepared(field: models.Field[Any, Any], values: list[Any]) -> list[Any]:
     """`values` as `field` saves each, as the ORM would. Rows often share a value (the same
     `now` for every baseline a batch moves, the same stock and error for most listings), and
     preparing a datetime or a decimal costs more than the UPDATE it goes into: each distinct
@@ -113,7 +121,7 @@ def _prepared(field: models.Field, values: list[Any]) -> list[Any]:
 
 def _update_unnest(
     model: type[models.Model],
-    model_fields: list[models.Field],
+    model_fields: list[models.Field[Any, Any]],
     columns: list[list[Any]],
     *,
     lock: bool,
@@ -126,7 +134,11 @@ def _update_unnest(
     pk = quote(pk_field.column)
     all_fields = [*model_fields, pk_field]
     names = [f"c{i}" for i in range(len(all_fields))]
-    arrays = ", ".join(f"%s::{f.cast_db_type(connection)}[]" for f in all_fields)
+    # `Field.cast_db_type` is Django's public API (what `Cast` uses); django-stubs lacks it.
+    arrays = ", ".join(
+        f"%s::{f.cast_db_type(connection)}[]"  # type: ignore[attr-defined]
+        for f in all_fields
+    )
     assignments = ", ".join(
         # LEAST ignores NULLs: the lower of the two, or whichever is not NULL.
         f"{quote(f.column)} = LEAST(t.{quote(f.column)}, u.{name})"

@@ -42,5 +42,7 @@ def freeze_at_spawn(module: str, registries: Iterable[str] = ()) -> None:
     post_spawn.connect(receiver, dispatch_uid=f"freeze-at-spawn-{module}", weak=False)
 
 
-def _freeze_on_spawn(module: str, registries: tuple[str, ...], sender, **kwargs) -> None:
+def _freeze_on_spawn(
+    module: str, registries: tuple[str, ...], sender: object, **kwargs: object
+) -> None:
     freeze_loaded([module], registries)

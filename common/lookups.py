@@ -10,13 +10,20 @@ raw statements) and as plain placeholders on SQLite (its driver binds them cheap
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import EmptyResultSet
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Lookup
+from django.db.models.sql.compiler import SQLCompiler
+
+if TYPE_CHECKING:
+    _Lookup = Lookup[Any]  # generic in django-stubs, not at run time
+else:
+    _Lookup = Lookup
 
 
-class OneOf(Lookup):
+class OneOf(_Lookup):
     lookup_name = "one_of"
     prepare_rhs = False
 
@@ -30,7 +37,9 @@ class OneOf(Lookup):
             raise TypeError("OneOf takes values of one kind: ints or strings")
         return values
 
-    def as_sql(self, compiler, connection) -> tuple[str, list[Any]]:
+    def as_sql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper
+    ) -> tuple[str, list[Any]]:
         if not self.rhs:
             raise EmptyResultSet  # nothing matches: the ORM leaves the rows out
         lhs, params = self.process_lhs(compiler, connection)

@@ -9,7 +9,9 @@ state-only `AlterField` plus a plain `DROP INDEX` on either database, and back.
 from __future__ import annotations
 
 from django.db import migrations
-from django.db.models import Index
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
+from django.db.models import Field, Index, Model
 
 
 def unindexed_foreign_keys(
@@ -19,17 +21,17 @@ def unindexed_foreign_keys(
     database, each field's own one-column index (the one `db_index=True` made, whatever its
     name) dropped, or created back when reversed."""
 
-    def drop(apps, schema_editor) -> None:
+    def drop(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         for alter in alters:
             model = apps.get_model(app_label, alter.model_name)
             for name in _own_indexes(schema_editor, model, alter.name):
                 schema_editor.execute(f"DROP INDEX {schema_editor.quote_name(name)}")
 
-    def restore(apps, schema_editor) -> None:
+    def restore(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         for alter in alters:
             model = apps.get_model(app_label, alter.model_name)
             if not _own_indexes(schema_editor, model, alter.name):
-                column = model._meta.get_field(alter.name).column
+                column = _column(model, alter.name)
                 name = f"{model._meta.db_table}_{column}_idx"[:63]
                 schema_editor.add_index(model, Index(fields=[alter.name], name=name))
 
@@ -39,10 +41,19 @@ def unindexed_foreign_keys(
     )
 
 
-def _own_indexes(schema_editor, model, field_name: str) -> list[str]:
+def _column(model: type[Model], name: str) -> str:
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{name} is not a column of {model._meta.label}")
+    return field.column
+
+
+def _own_indexes(
+    schema_editor: BaseDatabaseSchemaEditor, model: type[Model], field_name: str
+) -> list[str]:
     """The plain one-column indexes of the field's column that no Meta index names (on
     SQLite and PostgreSQL, the only databases the project runs on: a bare DROP INDEX)."""
-    column = model._meta.get_field(field_name).column
+    column = _column(model, field_name)
     named = {index.name for index in model._meta.indexes}
     with schema_editor.connection.cursor() as cursor:
         constraints = schema_editor.connection.introspection.get_constraints(
