@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 
+from watches.marketplaces import halts
 from watches.marketplaces.base import get_marketplace
 from watches.marketplaces.ratelimit import LimiterUnavailable, app_id_label
 from watches.models import Listing, Trigger, Watch, effective_price, unit_price
@@ -134,6 +135,8 @@ def plan(
         source: budgets[source] if source in budgets else run_budget(source)
         for source in dict.fromkeys(item.source for item in planned)
     }
+    # A marketplace halted for a configuration fault gets its probe, or nothing.
+    left = halts.within_halts(left, now)
     # The longest unchecked watched listings first, a share of each budget (in the order
     # given); then watched by score, the rest keeping their order (a stable sort).
     oldest = _oldest_watched(planned, left)
