@@ -7,7 +7,8 @@ the registration. The marketplace is then halted: a `MarketplaceHalt` row, writt
 short transaction, tells every process of the fleet, and
 
 - no request goes to it: every key a caller asks about answers the halt's `config` error
-  (`answer`), whose `retry_after` is the time left until the next probe;
+  (`answer`), whose `retry_after` is the time left until the next probe — or, for a caller
+  that finds another process sending the probe, the few seconds until its answer;
 - but one: at most one request every MARKETPLACE_PROBE_SECONDS, sent by the one process whose
   conditional UPDATE moved `probe_after` on (`may_probe`), for the first key it was asked;
 - a probe the marketplace answers with anything but `config` lifts the halt (`record`); the
@@ -41,6 +42,10 @@ log = logging.getLogger("watches.marketplaces.halts")
 # reached, failed, or turned the request away before looking at it.
 SAYS_NOTHING = frozenset({FetchKind.NETWORK, FetchKind.SERVER, FetchKind.RATE_LIMITED})
 
+# How long a caller that found the probe due but lost it to another process waits for that
+# probe's answer (seconds): longer than one request may take, shorter than a dispatch cycle.
+PROBE_ANSWER_WAIT = 30.0
+
 # A setting's name as a detail writes it (RAKUTEN_API_VERSION, YAHOO_APP_ID).
 _NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
@@ -59,7 +64,7 @@ def guard(source: str, codes: Sequence[str], send: Send, now: dt.datetime) -> di
         answers = dict(send(codes))
         return _as_halted(answers, record(source, answers, now), now)
     if not codes or not may_probe(source, now):
-        return dict.fromkeys(codes, answer(halt, now))
+        return dict.fromkeys(codes, answer(halt, now, soon=_probe_in_flight(halt, now)))
     probed = dict(send(codes[:1]))
     halt = record(source, probed, now, probe=True)
     if halt is not None:
@@ -105,13 +110,13 @@ def record(
     return halted(source)
 
 
-def answer(halt: MarketplaceHalt, now: dt.datetime) -> FetchError:
+def answer(halt: MarketplaceHalt, now: dt.datetime, *, soon: bool = False) -> FetchError:
     """What every key of a halted marketplace answers without a request: its fault, in the
-    adapter's words, due again when the next probe may go out."""
+    adapter's words, due again when the next probe may go out — or, `soon`, when the probe
+    another process is sending has been answered (it may lift the halt)."""
     wait = (halt.probe_after - now).total_seconds()
-    if wait <= 0:
-        # The probe is due and another process took it: it moved the time on by an interval.
-        wait = float(settings.MARKETPLACE_PROBE_SECONDS)
+    if soon or wait <= 0:
+        wait = min(PROBE_ANSWER_WAIT, settings.MARKETPLACE_PROBE_SECONDS)
     return FetchError(FetchKind.CONFIG, halt.detail, retry_after=wait)
 
 
@@ -135,6 +140,15 @@ def settings_named(detail: str) -> list[str]:
     the registration on the marketplace's developer site."""
     names = dict.fromkeys(_NAME.findall(detail))
     return [name for name in names if hasattr(settings, name)]
+
+
+def _probe_in_flight(halt: MarketplaceHalt, now: dt.datetime) -> bool:
+    """Whether, as `halt` was read, another process may be sending a probe right now: the
+    probe was due, or one was taken (`probe_after` moved on from a moment after the halt
+    began) less than PROBE_ANSWER_WAIT ago."""
+    taken = halt.probe_after - _interval()
+    recent = taken > halt.since and (now - taken).total_seconds() < PROBE_ANSWER_WAIT
+    return halt.probe_after <= now or recent
 
 
 def _start(source: str, detail: str, now: dt.datetime) -> None:
