@@ -123,7 +123,7 @@ def answer(halt: MarketplaceHalt, now: dt.datetime, *, soon: bool = False) -> Fe
 def within_halts(budgets: Mapping[str, int | None], now: dt.datetime) -> dict[str, int | None]:
     """The poll plan's requests per source (None: no budget), each halted marketplace's cut
     to its probe: one request once the probe is due, none before."""
-    halts = {halt.source: halt for halt in MarketplaceHalt.objects.filter(source__in=budgets)}
+    halts = {halt.source: halt for halt in MarketplaceHalt.objects.filter(source__in=list(budgets))}
     cut: dict[str, int | None] = {}
     for source, budget in budgets.items():
         halt = halts.get(source)
