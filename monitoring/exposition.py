@@ -33,6 +33,7 @@ from common import counters
 from monitoring.models import Counter
 from outbox.models import Outbox, Status
 from outbox.reporting.stats import due_now, outbox_stats
+from watches.marketplaces import halts
 from watches.models import Listing
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -50,6 +51,7 @@ class _Collector:
         now = timezone.now()
         yield from outbox_gauges(now)
         yield from poll_gauges(now)
+        yield from halt_gauges()
         yield from stored_totals()
 
 
@@ -116,6 +118,31 @@ def poll_gauges(now: dt.datetime) -> Iterable[Metric]:
         "Share of tracked listings polled within two polling intervals (1 when none is tracked).",
         value=counts["covered"] / counts["active"] if counts["active"] else 1.0,
     )
+
+
+def halt_gauges() -> Iterable[Metric]:
+    """1 for each marketplace halted for a configuration fault, 0 for each other configured
+    one: beside `yasugoro_marketplace_requests_total{kind="config"}`, which counts the few
+    requests (the first, then one probe an interval) that found it so."""
+    halted = {halt.source: halt for halt in halts.current()}
+    gauge = GaugeMetricFamily(
+        "yasugoro_marketplace_halted",
+        "1 while the marketplace is halted for a configuration fault: nothing is asked of it "
+        "but one probe every MARKETPLACE_PROBE_SECONDS (/readyz says what to fix).",
+        labels=["source"],
+    )
+    since = GaugeMetricFamily(
+        "yasugoro_marketplace_halted_since_timestamp_seconds",
+        "When the marketplace's halt began (Unix time); only for halted marketplaces.",
+        labels=["source"],
+    )
+    for source in sorted({*settings.MARKETPLACE_ADAPTERS, *halted}):
+        halt = halted.get(source)
+        gauge.add_metric([source], 1 if halt else 0)
+        if halt:
+            since.add_metric([source], halt.since.timestamp())
+    yield gauge
+    yield since
 
 
 def stored_totals() -> Iterable[Metric]:

@@ -67,6 +67,9 @@ class Reason(models.TextChoices):
     # retry, not counted as one: the fleet's shared rate limiter (Redis) could not be asked,
     # so neither was the marketplace (`FetchError.ours`)
     BUDGET_UNAVAILABLE = "budget_unavailable", _("Shared rate limiter unreachable")
+    # retry, not counted as one: the marketplace answered a configuration fault and is halted
+    # (`watches.marketplaces.halts`); due again when its next probe may go out
+    MARKETPLACE_HALTED = "marketplace_halted", _("Held: marketplace needs a configuration fix")
     # failed at once: the push service refused the request itself (our bug, not transient)
     DELIVER_REJECTED = "deliver_rejected", _("Push service rejected the request")
     # pending again / due now: a staff lever

@@ -5,8 +5,10 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
    device no longer asks for the row's channel, or has no subscription (an e-mail row: no
    confirmed, working address) — without asking any marketplace;
 5. each remaining row's listing was re-fetched once this cycle (`watches.services.refetch`);
-   an error kind becomes a drop or a retry (`FETCH_OUTCOME`). A product watch's row is
-   judged on its product's best offer in stock now (`watches.services.refetch_products`),
+   an error kind becomes a drop or a retry (`FETCH_OUTCOME`); a marketplace halted for a
+   configuration fault holds the row, no retry counted, until its next probe (`WAITING`). A
+   product watch's row is judged on its product's best offer in stock now
+   (`watches.services.refetch_products`),
    whichever shop that is: no shop in stock is `out_of_stock`, the best one above the line
    `condition_lost`, and a marketplace that could not answer at all an error kind as above;
 6. the trigger is judged again on the fresh value (`watches.triggers.recheck`); of two rows
@@ -40,10 +42,16 @@ FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
     FetchKind.NETWORK: (Status.RETRY, Reason.REFETCH_NETWORK),
     FetchKind.SERVER: (Status.RETRY, Reason.REFETCH_SERVER),
     FetchKind.BAD_RESPONSE: (Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
-    # Until rows wait on a configuration fault with a reason of their own: retried, as the
-    # bad answer it used to be.
-    FetchKind.CONFIG: (Status.RETRY, Reason.REFETCH_BAD_RESPONSE),
+    # The marketplace is halted until a person fixes its configuration: the row waits for it.
+    FetchKind.CONFIG: (Status.RETRY, Reason.MARKETPLACE_HALTED),
 }
+# Retries that wait on something no retry can cure — our own shared limiter out of reach, a
+# marketplace halted for its configuration — count none: such a row is never `failed` at the
+# cap for having waited, however long the wait.
+WAITING: frozenset[Reason] = frozenset({Reason.BUDGET_UNAVAILABLE, Reason.MARKETPLACE_HALTED})
+# Of those, the ones due again exactly when the error says (`retry_after`: a halted
+# marketplace's next probe), not after the row's backoff.
+WAITING_UNTIL_SAID: frozenset[Reason] = frozenset({Reason.MARKETPLACE_HALTED})
 
 _NO_ANSWER = FetchError(FetchKind.NETWORK, "no answer for this item")
 _NO_SHOP = FetchError(FetchKind.EMPTY, "no shop has it in stock")
@@ -72,6 +80,9 @@ class Decision:
     # A retry due again at once instead of after its backoff: the value a delivery was held
     # back for was one the dispatcher reused, not one it had just asked for (`dispatch`).
     at_once: bool = False
+    # A retry due again exactly this many seconds after it was answered, instead of after its
+    # backoff: a halted marketplace's next probe (`WAITING_UNTIL_SAID`).
+    due_in: float | None = None
 
 
 def guard(row: Outbox) -> Reason | None:
@@ -137,7 +148,8 @@ def _decide(
             result.detail,
             {"fetch_error": result.kind.value, "detail": result.detail},
             retry_after=result.retry_after,
-            counted=not result.ours,
+            counted=reason not in WAITING,
+            due_in=result.retry_after if reason in WAITING_UNTIL_SAID else None,
         )
     watch = row.watch
     judgement = recheck(

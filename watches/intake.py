@@ -18,8 +18,9 @@ from django.utils.translation import gettext as _
 
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
-from watches.marketplaces.base import FetchError, FetchKind, Observation, get_marketplace
+from watches.marketplaces.base import FetchError, FetchKind, Observation
 from watches.models import Listing, PricePoint, Source
+from watches.polling.observations import fetch
 from watches.products.jan import InvalidJAN, normalise_jan
 
 log = logging.getLogger("watches.intake")
@@ -186,20 +187,11 @@ def _what_can_be_added() -> str:
 def fetch_first(ref: ItemRef) -> Observation:
     """Ask the marketplace about the item once. Raises IntakeError with what went wrong."""
     label = Source(ref.source).label
-    try:
-        result = get_marketplace(ref.source).fetch([ref.item_code]).get(ref.item_code)
-    except Exception:
-        # A bug or a misconfiguration on our side: logged in full, told plainly.
-        log.exception("intake of %s:%s failed", ref.source, ref.item_code)
-        raise IntakeError(
-            _("%(marketplace)s could not be asked right now. Try again later.")
-            % {"marketplace": label},
-            code="unreachable",
-        ) from None
+    # Through the door every call takes: a bug in the adapter is logged and answers
+    # `bad_response`, and a marketplace halted for a configuration fault is not asked.
+    result = fetch(ref.source, [ref.item_code])[ref.item_code]
     if isinstance(result, Observation):
         return result
-    if result is None:
-        result = FetchError(FetchKind.BAD_RESPONSE, "no answer for this item")
     raise _fetch_error(ref, label, result)
 
 

@@ -542,3 +542,29 @@ class Watch(models.Model):
     @property
     def is_live(self) -> bool:
         return self.removed_at is None and not self.paused
+
+
+class MarketplaceHalt(models.Model):
+    """A marketplace that answered a configuration fault (`FetchKind.CONFIG`: a retired API
+    version, a refused key or application id, a site or IP address its registration does not
+    allow). While the row exists no process of the fleet asks it anything but one probe every
+    MARKETPLACE_PROBE_SECONDS; a probe it answers deletes the row
+    (`watches.marketplaces.halts`)."""
+
+    source = models.CharField(
+        verbose_name=_("marketplace"), max_length=20, choices=Source.choices, unique=True
+    )
+    since = models.DateTimeField(verbose_name=_("since"))
+    # What to fix, naming the setting or the registration, then what the marketplace said:
+    # the adapter's words (ids as their label, keys never).
+    detail = models.TextField(verbose_name=_("detail"))
+    # The next probe may go out from then: the one process whose conditional UPDATE moves it
+    # on sends it.
+    probe_after = models.DateTimeField(verbose_name=_("next probe after"))
+
+    class Meta:
+        verbose_name = _("marketplace halt")
+        verbose_name_plural = _("marketplace halts")
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display()} halted since {self.since:%Y-%m-%d %H:%M}"

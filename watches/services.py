@@ -24,6 +24,8 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   outbox's channel and pages);
 - `budget_status` and `watched_coverage`: the marketplaces' budgets per application id and
   the share of watched listings checked lately (read-only, for the admin overview).
+- `marketplace_halts`: the marketplaces halted for a configuration fault, each with what to
+  fix (read-only, for the admin overview's banner).
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from django.dispatch import Signal
 
 from common.bulk import update_by_id
 from watches.email_address import record_bounces, unsubscribe_token
+from watches.marketplaces import halts
 from watches.marketplaces.base import FetchResult, Shape
 from watches.missed import missed_for
-from watches.models import Device, Listing, Watch
+from watches.models import Device, Listing, MarketplaceHalt, Watch
 from watches.pages import pagecache
 from watches.polling import feeds
 from watches.polling.observations import fetch, fresh_observations, observe
@@ -56,6 +59,7 @@ __all__ = [
     "deactivate_gone_subscriptions",
     "endpoint_allowed",
     "listings_paused",
+    "marketplace_halts",
     "missed_for",
     "pause_listings",
     "record_bounces",
@@ -172,3 +176,10 @@ def pause_listings(listing_ids: Iterable[int]) -> int:
         # The pages show a paused listing differently: cached ones are stale once committed.
         transaction.on_commit(lambda: pagecache.listings_changed(ids))
     return paused
+
+
+def marketplace_halts() -> list[tuple[MarketplaceHalt, list[str]]]:
+    """Every marketplace halted for a configuration fault (`watches.marketplaces.halts`), by
+    name, with the settings its detail names — none when the fix is the registration on the
+    marketplace's developer site."""
+    return [(halt, halts.settings_named(halt.detail)) for halt in halts.current()]

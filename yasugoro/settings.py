@@ -304,6 +304,12 @@ if YAHOO_OFFERS_PER_PRODUCT > 50:
     )
 if YAHOO_APP_ID:
     MARKETPLACE_ADAPTERS["yahoo"] = "watches.marketplaces.yahoo.YahooMarketplace"
+# A marketplace that answered a configuration fault (a retired version, a refused key, id,
+# site or IP address) is halted for the whole fleet: nothing is asked of it but one probe
+# every this many seconds, and a probe it answers resumes it (watches.marketplaces.halts).
+# Five minutes: a person's fix takes about that long to deploy, a probe then costs 12
+# requests an hour, and polling resumes well within one POLL_MINUTES of the fix.
+MARKETPLACE_PROBE_SECONDS = env_int("MARKETPLACE_PROBE_SECONDS", 300, minimum=1)
 
 # --- Price polling ------------------------------------------------------------------------
 # How often a watched listing is checked (it is due again after half of this; the poll plan's

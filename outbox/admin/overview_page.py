@@ -1,7 +1,8 @@
 """The overview in the admin: a page of its own, and a panel on top of the changelist. The
 numbers come from `outbox.reporting.stats`, their arrangement from
-`outbox.reporting.overview`; the page adds the marketplaces' budgets and the coverage of
-watched listings (from `watches.services`)."""
+`outbox.reporting.overview`; both add a banner for each marketplace halted for a
+configuration fault, and the page the marketplaces' budgets and the coverage of watched
+listings (from `watches.services`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext
 
-from outbox.reporting.overview import Overview, build_overview
+from outbox.reporting.overview import HaltBanner, Overview, build_overview
 from outbox.reporting.stats import outbox_stats
 from watches import services
 
@@ -53,7 +54,23 @@ class OverviewMixin:
     def overview(self, *, chart: bool = True) -> Overview:
         changelist_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
         stats = outbox_stats() if chart else outbox_stats(chart_days=0)
-        return build_overview(stats, changelist_url)
+        return build_overview(stats, changelist_url, halt_banners())
+
+
+def halt_banners() -> list[HaltBanner]:
+    """The marketplaces halted for a configuration fault (`watches.services`): a banner on
+    the overview page and on the changelist's panel, where staff look first."""
+    return [
+        HaltBanner(
+            source=halt.source,
+            label=halt.get_source_display(),
+            settings=names,
+            detail=halt.detail,
+            since=halt.since,
+            next_probe_at=halt.probe_after,
+        )
+        for halt, names in services.marketplace_halts()
+    ]
 
 
 def marketplace_overview(now) -> dict:

@@ -103,6 +103,10 @@ RETRYING_BECAUSE: dict[str, Promise] = {
     Reason.BUDGET_UNAVAILABLE: _(
         "We could not check the price just now (a problem on our side); we will try again shortly."
     ),
+    Reason.MARKETPLACE_HALTED: _(
+        "The shop's site is refusing our price checks until we fix a setting on our side. "
+        "This waits, and goes out only if the price still holds once we can check it again."
+    ),
 }
 
 # The same delivery hold-ups of an e-mail row, in its own words (the tables above speak of

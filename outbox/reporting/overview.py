@@ -9,7 +9,7 @@ not flattened under thousands of deliveries.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -104,6 +104,20 @@ class Chart:
 
 
 @dataclass(frozen=True)
+class HaltBanner:
+    """A marketplace halted for a configuration fault, as the banner names it: what to set
+    (`settings`; none when the fix is its registration on the marketplace's site) and the
+    fault in the adapter's words (`detail`)."""
+
+    source: str
+    label: str
+    settings: list[str]
+    detail: str
+    since: dt.datetime
+    next_probe_at: dt.datetime
+
+
+@dataclass(frozen=True)
 class Overview:
     stats: OutboxStats
     windows: list[tuple[str, str]]  # (heading, label)
@@ -121,9 +135,15 @@ class Overview:
     last_run: DispatchRun | None
     last_run_silent: bool
     chart: Chart | None
+    # Halted marketplaces, and the rows held until they answer again (with their link).
+    halts: list[HaltBanner] = field(default_factory=list)
+    held: int = 0
+    held_url: str = ""
 
 
-def build_overview(stats: OutboxStats, changelist_url: str) -> Overview:
+def build_overview(
+    stats: OutboxStats, changelist_url: str, halts: list[HaltBanner] | None = None
+) -> Overview:
     def link(**params: str) -> str:
         params = {key: value for key, value in params.items() if value is not None}
         return f"{changelist_url}?{urlencode(params)}" if params else changelist_url
@@ -211,6 +231,9 @@ def build_overview(stats: OutboxStats, changelist_url: str) -> Overview:
         last_run=last_run,
         last_run_silent=last_run is None or stats.now - last_run.started_at > SILENT_WARNING,
         chart=build_chart(stats.daily) if stats.daily else None,
+        halts=list(halts or []),
+        held=stats.reasons[Status.RETRY].get(Reason.MARKETPLACE_HALTED, {}).get(ALL_TIME, 0),
+        held_url=link(status__exact=Status.RETRY, reason__exact=Reason.MARKETPLACE_HALTED),
     )
 
 

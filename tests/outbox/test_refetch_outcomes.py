@@ -101,16 +101,21 @@ def test_the_dispatcher_sends_from_the_fresh_price(
         pytest.param("yahoo", "yahoo", "yasu-store_tp-12r", "bad_appid", id="yahoo"),
     ],
 )
-def test_a_configuration_fault_is_retried_as_a_bad_answer_for_now(
-    request, recording_channel, fixture, source, code, refusal
+def test_a_configuration_fault_holds_the_row_until_the_marketplace_is_probed(
+    request, recording_channel, settings, fixture, source, code, refusal
 ):
-    """`config` has no outcome of its own in the dispatcher yet: the row waits and retries,
-    as for a bad answer, and the event keeps the kind and what to fix."""
+    """`config` halts the marketplace: the row waits `marketplace_halted`, no retry counted,
+    due again when the next probe may go out; the event keeps the kind and what to fix."""
+    settings.MARKETPLACE_PROBE_SECONDS = 300
     fake, row = pending_row(request, fixture, source, code)
     fake.behave[code] = refusal
-    run_cycle()
+    now = timezone.now()
+    run_cycle(now=now)
     row.refresh_from_db()
-    assert (row.status, row.reason) == (Status.RETRY, Reason.REFETCH_BAD_RESPONSE)
+    assert (row.status, row.reason) == (Status.RETRY, Reason.MARKETPLACE_HALTED)
+    assert row.retry_count == 0
+    assert row.next_attempt_at == now + dt.timedelta(seconds=300)
+    assert "_APP_ID" in row.detail  # the setting to check
     event = row.events.order_by("-id").first()
     assert event.data["fetch_error"] == "config"
-    assert "_APP_ID" in event.data["detail"]  # the setting to check
+    assert "_APP_ID" in event.data["detail"]

@@ -80,6 +80,7 @@ def test_every_reason_has_plain_words():
         *RETRY_REASONS,
         Reason.QUIET_HOURS,
         Reason.BUDGET_UNAVAILABLE,
+        Reason.MARKETPLACE_HALTED,
     }
     words = [*explain.WITHHELD_BECAUSE.values(), *explain.FAILED_BECAUSE.values()]
     assert len({str(w) for w in words}) == len(words), "each reason says something of its own"

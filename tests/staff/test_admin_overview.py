@@ -230,8 +230,9 @@ def test_overview_makes_a_handful_of_queries(django_assert_num_queries, seeded):
 
 def test_overview_page_query_count(admin_client, django_assert_num_queries, seeded):
     admin_client.get(OVERVIEW_URL)  # warm the session
-    # session, user, the seven of the overview, the coverage of watched listings
-    with django_assert_num_queries(10):
+    # session, user, the seven of the overview, the halted marketplaces, the coverage of
+    # watched listings
+    with django_assert_num_queries(11):
         assert admin_client.get(OVERVIEW_URL).status_code == 200
 
 

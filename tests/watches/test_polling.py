@@ -304,7 +304,8 @@ def test_a_thousand_listings_with_ten_watches_each_enqueue_in_bulk(clock, settin
     watch_reads = [q for q in queries if 'FROM "watches_watch"' in q["sql"]]
     # One for the poll plan (the watches of every due listing, grouped), one per batch of 200.
     assert len(watch_reads) == 1 + 5
-    assert len(queries) < 100
+    # …and one look at the marketplace's halt for the plan and for each adapter call.
+    assert len(queries) < 110
     assert Outbox.objects.count() == 10_000
 
 

@@ -124,6 +124,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "deactivate_gone_subscriptions",
         "endpoint_allowed",
         "listings_paused",
+        "marketplace_halts",
         "missed_for",
         "pause_listings",
         "record_bounces",

@@ -70,7 +70,7 @@ def read_pages(
     """Page 1 of each shop's feed (one request each, through the budget; never raises), the
     listings we know among its items, each with its observation, and every shop's answer."""
     asks = [Ask(Shape.SHOP, shop) for shop in shops]
-    answers = ask(source, asks, lambda adapter: adapter.pages(asks), NO_PAGE)
+    answers = ask(source, asks, lambda adapter, some: adapter.pages(some), NO_PAGE)
     by_shop = {a.key: answers[a] for a in asks}
     return known_items(source, by_shop.values()), by_shop
 
@@ -189,7 +189,7 @@ def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Obser
     page = 1
     while missing and page <= REFETCH_PAGES:
         asks = [Ask(Shape.SHOP, shop, page) for shop in missing]
-        answers = ask(source, asks, lambda a, asks=asks: a.pages(asks), NO_PAGE)
+        answers = ask(source, asks, lambda adapter, some: adapter.pages(some), NO_PAGE)
         for shop_ask in asks:
             answer = answers[shop_ask]
             mine = missing[shop_ask.key]

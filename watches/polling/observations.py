@@ -20,7 +20,8 @@ writes it in bulk:
   (`watches.pages.pagecache`).
 
 `fetch` asks one marketplace about item codes and never raises: an adapter that crashes or
-leaves a code unanswered gives `bad_response` for it.
+leaves a code unanswered gives `bad_response` for it. A marketplace halted for a
+configuration fault is not asked (`watches.marketplaces.halts`).
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Min, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from common.bulk import update_by_id
 from common.lookups import one_of
 from common.text import clip
+from watches.marketplaces import halts
 from watches.marketplaces.base import (
     FetchError,
     FetchKind,
@@ -215,26 +218,32 @@ def _update(
 
 def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
     """One answer for every item code from `source`'s adapter; see `ask`."""
-    return ask(source, codes, lambda adapter: adapter.fetch(codes))
+    return ask(source, codes, lambda adapter, some: adapter.fetch(some))
 
 
 def ask(
     source: str,
     codes: Sequence[str],
-    request: Callable[[Any], Mapping[str, Any]],
+    request: Callable[[Any, Sequence[str]], Mapping[str, Any]],
     unanswered: str = NO_ANSWER,
 ) -> dict[str, Any]:
-    """`request(adapter)` of `source`'s adapter, one answer for every code. Never raises: a
-    bug or a misconfiguration in the adapter is logged and answers `bad_response` for every
-    code, and a code the adapter left unanswered gets `bad_response` (`unanswered`) too."""
-    try:
-        answers = request(get_marketplace(source))
-    except Exception as exc:  # an adapter's bug must not stop polling or a dispatch cycle
-        log.exception("marketplace %s failed", source)
-        detail = clip(f"{type(exc).__name__}: {exc}", _DETAIL_LIMIT)
-        return {code: FetchError(FetchKind.BAD_RESPONSE, detail) for code in codes}
-    missing = FetchError(FetchKind.BAD_RESPONSE, unanswered)
-    return {code: answers.get(code) or missing for code in codes}
+    """`request(adapter, codes)` of `source`'s adapter, one answer for every code. Never
+    raises: a bug or a misconfiguration in the adapter is logged and answers `bad_response`
+    for every code, and a code the adapter left unanswered gets `bad_response` (`unanswered`)
+    too. A marketplace halted for a configuration fault is not asked: every code answers the
+    halt's `config` error, but for the one probe it allows (`watches.marketplaces.halts`)."""
+
+    def send(some: Sequence[str]) -> dict[str, Any]:
+        try:
+            answers = request(get_marketplace(source), some)
+        except Exception as exc:  # an adapter's bug must not stop polling or a dispatch cycle
+            log.exception("marketplace %s failed", source)
+            detail = clip(f"{type(exc).__name__}: {exc}", _DETAIL_LIMIT)
+            return {code: FetchError(FetchKind.BAD_RESPONSE, detail) for code in some}
+        missing = FetchError(FetchKind.BAD_RESPONSE, unanswered)
+        return {code: answers.get(code) or missing for code in some}
+
+    return halts.guard(source, codes, send, timezone.now())
 
 
 def fresh_observations(

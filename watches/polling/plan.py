@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
 
+from watches.marketplaces import halts
 from watches.marketplaces.base import Shape, get_marketplace
 from watches.marketplaces.ratelimit import LimiterUnavailable, app_id_label
 from watches.models import (
@@ -191,6 +192,10 @@ def plan(
             reaches[source] = reach_of(source)
         if budgets is not None and source in budgets:
             reaches[source] = replace(reaches[source], budget=budgets[source])
+    # A marketplace halted for a configuration fault gets its probe, or nothing.
+    cut = halts.within_halts({source: reaches[source].budget for source in sources}, now)
+    for source in sources:
+        reaches[source] = replace(reaches[source], budget=cut[source])
     interval = dt.timedelta(minutes=settings.POLL_MINUTES)
     shop_feeds = _feeds(rows, reaches)
     seen = feeds.seen_through_feeds(

@@ -77,11 +77,12 @@ def offer_sources() -> list[str]:
 
 def fetch_offers(source: str, jans: Sequence[str]) -> dict[str, OffersResult]:
     """Every shop's offer of each JAN code from `source`'s adapter (`observations.ask`: never
-    raises; an adapter's failure, or a code it left unanswered, is `bad_response`)."""
+    raises; an adapter's failure, or a code it left unanswered, is `bad_response`; a halted
+    marketplace is not asked)."""
     return ask(
         source,
         jans,
-        lambda adapter: adapter.offers(jans),
+        lambda adapter, some: adapter.offers(some),
         "the marketplace did not answer for this JAN",
     )
 
