@@ -105,7 +105,10 @@ def poll_products(
         queryset = due_products(now, force=force)
     ids = list(queryset.values_list("id", flat=True))
     result = PollResult()
-    for source in offer_sources():
+    sources = offer_sources()
+    if sources:
+        result.products = len(ids)
+    for source in sources:
         for start in range(0, len(ids), settings.POLL_BATCH_SIZE):
             result.add(poll_product_batch(source, ids[start : start + settings.POLL_BATCH_SIZE]))
     return result
@@ -127,6 +130,7 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     now = timezone.now()
     pairs = offer_answers(source, products, answers, now)
     result.listings = len(pairs)
+    result.asked = {listing.pk for listing, _ in pairs}
     observations = observe(pairs, now)
     for seen in observations.seen:
         if seen.observation is None:
