@@ -52,8 +52,8 @@ def test_with_notifications_off_the_listing_page_promises_nothing(client, listin
     WatchFactory(device=push_off(client), listing=listing, target_price=600)
     body = client.get(f"/listings/{listing.pk}/").content.decode()
     assert EXPECT not in body
-    assert "It is already ¥520, at or below your price, but notifications are off" in body
-    assert "Notifications are off for this browser." in body
+    assert "It is already ¥520, at or below your price, but nothing can reach you yet" in body
+    assert "Push notifications are off for this browser." in body
 
 
 def test_with_notifications_on_the_listing_page_expects_a_notification(client, listing):
@@ -96,7 +96,7 @@ def test_with_notifications_off_my_watches_says_it_cannot_tell(client, listing):
     WatchFactory(device=push_off(client), listing=listing, target_price=600)
     body = client.get("/watches/").content.decode()
     assert NEXT_CHECK not in body
-    assert "At or below your line now, but notifications are off for this browser" in body
+    assert "At or below your line now, but nothing can reach you yet" in body
 
 
 # --- "We would have told you" -------------------------------------------------------------
@@ -141,8 +141,9 @@ def test_the_history_page_shows_what_we_would_have_told(client, clock):
     poll()
     body = client.get("/notifications/").content.decode()
     assert "We would have told you: ¥520 on 12/1." in body
-    assert "Notifications are off for this browser." in body
-    assert 'href="/watches/">Turn them on</a>' in body
+    assert "Nothing can reach you right now: push notifications are off for this browser" in body
+    assert "Neither push nor e-mail can reach you now." in body
+    assert 'href="/watches/">Turn push notifications on</a>' in body
     assert "スコッティ 12ロール" in body
     assert "Nothing yet." not in body
 
@@ -159,11 +160,11 @@ def test_a_miss_made_old_news_by_a_later_notification_is_not_shown(client, clock
     assert "We would have told you" not in client.get("/notifications/").content.decode()
 
 
-def test_once_notifications_are_on_a_miss_says_they_were_off_then(client, clock):
+def test_once_something_reaches_the_device_a_miss_says_nothing_did_then(client, clock):
     WatchFactory(device=push_on(client), target_price=600, missed_price=520, missed_at=T0)
     body = client.get("/notifications/").content.decode()
     assert "We would have told you: ¥520 on 12/1." in body
-    assert "Notifications were off then." in body
+    assert "Neither push nor e-mail could reach you then." in body
 
 
 # --- Held back, with both prices ------------------------------------------------------------
