@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from outbox.models import Status
 from tests.browser import BROWSER_MARKS
-from tests.factories import ListingFactory, OutboxFactory, WatchFactory
+from tests.factories import ListingFactory, OutboxFactory
 from watches.models import Channel, Device, Listing, NotifyVia, Product, Watch
 
 pytestmark = BROWSER_MARKS
@@ -181,9 +181,7 @@ def test_a_browser_refusing_push_says_why_and_offers_email(browser, live_server)
     context.close()
 
 
-def test_each_language_is_named_in_itself_and_the_search_hint_speaks_the_page(
-    browser, live_server
-):
+def test_each_language_is_named_in_itself_and_the_search_hint_speaks_the_page(browser, live_server):
     for locale, hint in (("en-US", "e.g. detergent, coffee"), ("ja-JP", "例：洗剤、コーヒー")):
         context, page = phone(browser, locale)
         page.goto(f"{live_server.url}/")
