@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+# Where `make run` is reached, as every mail links to it (a server listening on every address
+# is reached at 127.0.0.1 from this machine; give SITE_URL=http://name:port for another).
+SITE_URL ?= http://$(if $(filter 0.0.0.0 ::,$(HOST)),127.0.0.1,$(HOST)):$(PORT)
+VAR_DIR := $(or $(YASUGORO_VAR_DIR),var)
 
 .PHONY: run port-free superuser test test-pg test-reliability lint format bench wrk browser clean
 
@@ -17,17 +21,20 @@ $(VENV)/.installed: requirements.txt
 
 # Development server + django-q2 cluster on SQLite, with demo data. Ctrl-C stops both.
 # HOST and PORT choose where it listens (make run PORT=8001); a busy port stops it at once.
+# Both processes send mail, and link to SITE_URL: they get the address served here, which is
+# also recorded in var/site_url for a command run by hand beside them (dispatch_outbox).
 run: port-free $(VENV)/.installed
 	DEBUG=1 $(PY) manage.py compile_translations
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py vapid_keys --ensure
 	DEBUG=1 $(PY) manage.py seed_demo
-	@echo "Pages: http://$(HOST):$(PORT)/   Admin: http://$(HOST):$(PORT)/admin/ (create a staff user: make superuser)"
+	@mkdir -p "$(VAR_DIR)" && echo "$(SITE_URL)" > "$(VAR_DIR)/site_url"
+	@echo "Pages: $(SITE_URL)/   Admin: $(SITE_URL)/admin/ (create a staff user: make superuser)"
 	@# qcluster runs in its own session so a Ctrl-C reaches it once, through the trap, and
 	@# it stops cleanly (two signals in a row can leave its main process hanging).
-	@DEBUG=1 setsid $(PY) manage.py qcluster & QPID=$$!; \
+	@DEBUG=1 SITE_URL=$(SITE_URL) setsid $(PY) manage.py qcluster & QPID=$$!; \
 	trap 'kill -TERM $$QPID 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$QPID 2>/dev/null || exit 0; sleep 1; done; kill -KILL -$$QPID 2>/dev/null' EXIT INT TERM; \
-	DEBUG=1 $(PY) manage.py runserver $(HOST):$(PORT); status=$$?; trap - EXIT; \
+	DEBUG=1 SITE_URL=$(SITE_URL) $(PY) manage.py runserver $(HOST):$(PORT); status=$$?; trap - EXIT; \
 	kill -TERM $$QPID 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $$QPID 2>/dev/null || break; sleep 1; done; \
 	kill -KILL -$$QPID 2>/dev/null; exit $$status
 

@@ -52,9 +52,15 @@ def _history(
 @transaction.atomic
 def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     """Load the demo catalogue, its listings with 90 days of history, and a demo watcher whose
-    notifications go to the console. Idempotent: running it again adds nothing."""
+    notifications go to the console. Idempotent: running it again adds nothing.
+
+    Returns what it created: `listings` (one per demo shop's item), `products` (JAN codes
+    sold by several demo shops), `demo_items` (the demo marketplace's own catalogue rows, one
+    per listing), `price_points` and `watches`."""
     now = now or timezone.now()
-    created = {"products": 0, "listings": 0, "price_points": 0, "watches": 0}
+    created = {"listings": 0, "products": 0, "demo_items": 0, "price_points": 0, "watches": 0}
+    jans = {item.jan for item in CATALOGUE if item.jan}
+    products_before = Product.objects.filter(jan__in=jans).count()
     first_shops = [item.code for item in CATALOGUE if item.shop == DemoItem.shop]
     for item in CATALOGUE:
         # Every fourth item of the first shop ends its history on sale; other shops' offers
@@ -74,7 +80,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "shop_name": item.shop,
             },
         )
-        created["products"] += made
+        created["demo_items"] += made
         listing, made = Listing.objects.get_or_create(
             source="demo",
             item_code=item.code,
@@ -109,6 +115,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 for at, price, ok in history
             )
             created["price_points"] += len(history)
+    created["products"] = Product.objects.filter(jan__in=jans).count() - products_before
     created["watches"] = _seed_demo_watcher()
     refresh_stats(Listing.objects.filter(source="demo").values_list("id", flat=True), now)
     return created

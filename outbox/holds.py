@@ -27,36 +27,14 @@ from watches.models import Device
 
 def quiet_until(device: Device, now: dt.datetime) -> dt.datetime | None:
     """When `device`'s quiet window that contains `now` ends, or None when `now` is outside
-    it (or the device has none)."""
-    start, end = device.quiet_start, device.quiet_end
-    if start is None or end is None or start == end:
-        return None
-    zone = device_zone(device)
-    local = now.astimezone(zone)
-    t = local.time().replace(tzinfo=None)
-    if start < end:
-        inside, ends_tomorrow = start <= t < end, False
-    else:
-        inside, ends_tomorrow = t >= start or t < end, t >= start
-    if not inside:
-        return None
-    day = local.date() + dt.timedelta(days=1 if ends_tomorrow else 0)
-    ending = dt.datetime.combine(day, end, tzinfo=zone)
-    first = ending.astimezone(dt.UTC)
-    if first > now:
-        return first
-    # The night the clocks go back, the end's local time comes twice and `now` is past the
-    # first: the window ends at the second (else the row is due at once, claimed and held
-    # again every cycle until then).
-    return ending.replace(fold=1).astimezone(dt.UTC)
+    it (or the device has none): the device's own rule (`Device.quiet_until`), which its pages
+    show too."""
+    return device.quiet_until(now)
 
 
 def device_zone(device: Device) -> zoneinfo.ZoneInfo:
     """The zone `device`'s quiet hours are set in (Tokyo for one the system no longer knows)."""
-    try:
-        return zoneinfo.ZoneInfo(device.time_zone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return zoneinfo.ZoneInfo("Asia/Tokyo")
+    return device.zone
 
 
 def hold_quiet_rows(

@@ -46,7 +46,13 @@ def test_a_target_price_watch_through_one_day(time_machine, recording_channel):
 
     # 10:15 still below: the same day folds into that row.
     at(10, 15)
-    assert run("poll_prices") == {"listings": 1, "observations": 1, "errors": 0, "enqueued": 0}
+    assert run("poll_prices") == {
+        "products": 0,
+        "listings": 1,
+        "observations": 1,
+        "errors": 0,
+        "enqueued": 0,
+    }
     assert Outbox.objects.count() == 1
 
     # 10:20 the price goes back up before the dispatcher gets to it: dropped, nothing sent.

@@ -3,6 +3,8 @@ devices) and how (watches with a trigger and its parameters)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import zoneinfo
 from decimal import ROUND_CEILING, Decimal
 
 from django.db import models
@@ -438,6 +440,39 @@ class Device(models.Model):
     def chooses(self, channel: str) -> bool:
         """Whether the device asks to be told on `channel` as `notify_via` says now."""
         return self.wants_email if channel == Channel.EMAIL else self.wants_push
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        """The zone its quiet hours are set in (Tokyo for one the system no longer knows)."""
+        try:
+            return zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return zoneinfo.ZoneInfo("Asia/Tokyo")
+
+    def quiet_until(self, now: dt.datetime) -> dt.datetime | None:
+        """When the quiet window that contains `now` ends, or None when `now` is outside it
+        (or there is none). The window is `start <= t < end`, or, crossing midnight
+        (start > end), `t >= start or t < end`, in local times of `time_zone`."""
+        start, end = self.quiet_start, self.quiet_end
+        if start is None or end is None or start == end:
+            return None
+        zone = self.zone
+        local = now.astimezone(zone)
+        t = local.time().replace(tzinfo=None)
+        if start < end:
+            inside, ends_tomorrow = start <= t < end, False
+        else:
+            inside, ends_tomorrow = t >= start or t < end, t >= start
+        if not inside:
+            return None
+        day = local.date() + dt.timedelta(days=1 if ends_tomorrow else 0)
+        ending = dt.datetime.combine(day, end, tzinfo=zone)
+        first = ending.astimezone(dt.UTC)
+        if first > now:
+            return first
+        # The night the clocks go back, the end's local time comes twice and `now` is past
+        # the first: the window ends at the second.
+        return ending.replace(fold=1).astimezone(dt.UTC)
 
 
 class LiveWatchManager(models.Manager):

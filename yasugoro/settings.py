@@ -25,6 +25,7 @@ from yasugoro.env import (
     secret_from_file,
     site_origin,
 )
+from yasugoro.site_url import read_recorded, site_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("YASUGORO_VAR_DIR", str(BASE_DIR / "var")))
@@ -55,6 +56,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Warns once when a request's address is not SITE_URL's (the links in every mail).
+    "yasugoro.site_url.SiteUrlMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -193,12 +196,16 @@ if EMAIL_USE_TLS and EMAIL_USE_SSL:
     raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL exclude each other")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Yasugoro <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
-# Where links in a mail point (no trailing slash): the site as people reach it.
-SITE_URL = env_str(
-    "SITE_URL", "http://127.0.0.1:8000" if DEBUG else f"https://{ALLOWED_HOSTS[0]}"
-).rstrip("/")
-if not re.fullmatch(r"https?://[^\s/?#]+", SITE_URL):
-    raise ImproperlyConfigured(f"SITE_URL must be http(s)://host[:port], got {SITE_URL!r}")
+# Where links in a mail point (no trailing slash): the site as people reach it, the same in
+# every process that sends mail (web, cluster, `dispatch_outbox` by hand). `make run` passes
+# the address it serves at and records it in var/site_url, which a command run by hand under
+# DEBUG reads; the site warns once when a request comes in elsewhere (yasugoro.site_url).
+SITE_URL = site_url(
+    env_str("SITE_URL"),
+    recorded=read_recorded(VAR_DIR / "site_url") if DEBUG else "",
+    debug=DEBUG,
+    allowed_hosts=ALLOWED_HOSTS,
+)
 # A confirmation link works this long; unsubscribe links in a mail for EMAIL_UNSUBSCRIBE_DAYS.
 EMAIL_CONFIRM_HOURS = env_int("EMAIL_CONFIRM_HOURS", 48, minimum=1)
 EMAIL_UNSUBSCRIBE_DAYS = env_int("EMAIL_UNSUBSCRIBE_DAYS", 365, minimum=1)

@@ -34,6 +34,8 @@ def history_page(request: HttpRequest) -> HttpResponse:
             # What a device that could not be reached would have been told (first page only).
             "missed": missed_for(device) if page.number == 1 else [],
             "push_active": push_active(device),
+            # The channels that reach the device now (push, e-mail, both or none).
+            "reaching": bool(device and device.receiving_channels),
         },
     )
 

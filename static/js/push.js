@@ -14,6 +14,19 @@
     status.textContent = root.dataset[name] || name;
   }
 
+  // Push cannot work here (now): offer e-mail, unless e-mail already reaches them.
+  function offerEmail() {
+    var instead = root.querySelector("[data-push-instead]");
+    if (instead) instead.hidden = root.querySelector('[data-reach="email"]') !== null;
+  }
+
+  // "Nothing can reach you" is true only while push is off and no e-mail address reaches.
+  function reachable(pushOn) {
+    var none = root.querySelector('[data-reach="none"]');
+    var pushReaches = pushOn && root.dataset.wantsPush === "true";
+    if (none) none.hidden = pushReaches || root.querySelector('[data-reach="email"]') !== null;
+  }
+
   function show(isActive) {
     active = isActive;
     root.dataset.browserActive = String(isActive);
@@ -59,6 +72,7 @@
   if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
     button.disabled = true;
     say("msgUnsupported");
+    offerEmail();
     return;
   }
   if (!key) {
@@ -79,12 +93,15 @@
   }).catch(function () {
     button.disabled = true;
     say("msgError");
+    offerEmail();
   });
 
   async function turnOn(registration) {
     var permission = await Notification.requestPermission();
     if (permission !== "granted") {
-      say("msgBlocked");
+      // "denied": blocked for the site (now or before); "default": the prompt was dismissed.
+      say(permission === "denied" ? "msgBlocked" : "msgDismissed");
+      offerEmail();
       return;
     }
     var subscription = await registration.pushManager.getSubscription();
@@ -100,6 +117,8 @@
     }
     await post(root.dataset.subscribeUrl, subscription.toJSON());
     show(true);
+    reachable(true);
+    root.querySelector("[data-push-instead]").hidden = true;
     say("msgOn");
   }
 
@@ -108,6 +127,7 @@
     var subscription = await registration.pushManager.getSubscription();
     if (subscription) await subscription.unsubscribe();
     show(false);
+    reachable(false);
     say("msgOff");
   }
 
@@ -120,12 +140,16 @@
       // The browser's own words are technical and in its own language (a Japanese page
       // once showed "Registration failed - permission denied"): say it in the page's.
       if (window.console) console.warn("push:", error);
+      // Permission granted yet subscribing refused (a private window, a browser without a
+      // push service) is not "blocked": say the reasons it may have.
       if (error && error.fromServer) {
         say("msgServer");
-      } else if ((error && error.name === "NotAllowedError") || Notification.permission === "denied") {
+      } else if (Notification.permission === "denied") {
         say("msgBlocked");
+        offerEmail();
       } else {
         say("msgError");
+        offerEmail();
       }
     } finally {
       button.disabled = false;

@@ -57,7 +57,7 @@ def test_settings_page_registers_the_worker_and_asks_nothing_on_load(page, live_
 
     assert registration == {"scope": f"{live_server.url}/", "script": f"{live_server.url}/sw.js"}
     assert button.is_visible() and button.is_enabled()
-    assert button.inner_text() == "Turn notifications on"
+    assert button.inner_text() == "Turn push notifications on"
     assert page.evaluate("Notification.permission") == "default"
     assert (
         page.evaluate("navigator.permissions.query({name: 'notifications'}).then(s => s.state)")
@@ -82,6 +82,7 @@ def test_the_click_is_what_asks_for_permission(page, live_server):
     # Refused (our stand-in says "denied"): nothing is subscribed, and the page says why.
     assert page.evaluate("window.__subscribeCalls") == 0
     assert "blocked" in page.locator("[data-push-status]").inner_text()
+    assert page.get_by_role("link", name="Be told by e-mail instead →").is_visible()
 
 
 @pytest.mark.parametrize(

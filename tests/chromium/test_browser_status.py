@@ -63,12 +63,12 @@ def test_notifications_off_is_said_everywhere_and_leaves_a_trace(browser, live_s
     page.goto(f"{live_server.url}/listings/{listing.pk}/")
     yours = page.locator("#your-watches").inner_text()
     assert "expect a notification" not in yours
-    assert "It is already ¥520, at or below your price, but notifications are off" in yours
-    assert "Notifications are off for this browser." in yours
+    assert "It is already ¥520, at or below your price, but nothing can reach you yet" in yours
+    assert "Push notifications are off for this browser." in yours
 
     page.goto(f"{live_server.url}/watches/")
     verdict = page.locator("li.watch-row .verdict").inner_text()
-    assert "notifications are off for this browser: we cannot tell you" in verdict
+    assert "nothing can reach you yet: we cannot tell you" in verdict
     assert "after the next check" not in page.locator("main").inner_text()
 
     page.goto(f"{live_server.url}/notifications/")
@@ -76,8 +76,8 @@ def test_notifications_off_is_said_everywhere_and_leaves_a_trace(browser, live_s
     assert missed.count() == 1
     text = missed.inner_text()
     assert NAME in text and "We would have told you: ¥520 on" in text
-    assert "Notifications are off for this browser." in text
-    missed.get_by_role("link", name="Turn them on").click()
+    assert "Neither push nor e-mail can reach you now." in text
+    missed.get_by_role("link", name="Turn push notifications on").click()
     page.wait_for_url("**/watches/")
     assert page.locator("[data-push-toggle]").is_visible()
     cookies = context.cookies()
@@ -123,11 +123,13 @@ def test_a_browser_refusing_push_shows_our_words_in_japanese(browser, live_serve
     page.locator("[data-push-toggle]").click()
     status = page.locator("[data-push-status]")
     page.wait_for_function(
-        "document.querySelector('[data-push-status]').textContent.includes('ブロック')"
+        "document.querySelector('[data-push-status]').textContent.includes('プライベート')"
     )
     text = status.inner_text()
     assert "Registration failed" not in text and "permission denied" not in text
-    assert text == page.locator("#push-settings").get_attribute("data-msg-blocked")
+    # Permission was granted, so it is not "blocked": the reasons it may be refused.
+    assert text == page.locator("#push-settings").get_attribute("data-msg-error")
+    assert page.get_by_role("link", name="代わりにメールで受け取る →").is_visible()
     assert Device.objects.count() == 0
     context.close()
 

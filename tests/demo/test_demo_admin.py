@@ -101,3 +101,11 @@ def test_stock_changed_in_the_changelist_is_held_and_the_untouched_rows_are_not(
     second.refresh_from_db()
     assert (first.in_stock, first.held_until) == (False, NOW + dt.timedelta(minutes=30))
     assert (second.in_stock, second.held_until) == (True, None)
+
+
+def test_japanese_admin_names_the_demo_catalogue_in_japanese(admin_client):
+    DemoProductFactory()
+    index = admin_client.get("/admin/", HTTP_ACCEPT_LANGUAGE="ja").content.decode()
+    assert "デモ商品" in index and "Demo products" not in index
+    changelist = admin_client.get(CHANGELIST, HTTP_ACCEPT_LANGUAGE="ja").content.decode()
+    assert "擬似障害" in changelist and "商品コード" in changelist

@@ -137,7 +137,8 @@ def test_without_the_demo_production_migrates_checks_and_polls_then_adopts_it_la
     with_demo = environment(tmp_path, **RAKUTEN, DEMO_MARKET="1", DEMO_TICK="1")
     migrated = manage(with_demo, "migrate", "--noinput").stdout
     assert "Applying demo.0001_initial... OK" in migrated
-    assert f"seeded: products={len(CATALOGUE)}" in manage(with_demo, "seed_demo").stdout
+    seeded = manage(with_demo, "seed_demo").stdout
+    assert f"seeded: listings={len(CATALOGUE)}, products=4, demo_items={len(CATALOGUE)}," in seeded
     listed = manage(with_demo, "demo_market", "list").stdout.splitlines()
     assert len(listed) == len(CATALOGUE)
     schedules = manage(

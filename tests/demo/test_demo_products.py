@@ -8,6 +8,7 @@ import pytest
 from demo.marketplace import DemoMarketplace
 from demo.models import DemoProduct
 from demo.seed import seed_demo
+from tests.commands import output_lines
 from watches.marketplaces.base import FetchKind, Offers
 from watches.models import Listing, Product, Watch
 from watches.products.polling import poll_products
@@ -32,7 +33,8 @@ def test_the_seed_makes_products_with_several_shops_each():
 def test_seeding_twice_adds_nothing():
     first = seed_demo()
     assert set(seed_demo().values()) == {0}
-    assert first["products"] == DemoProduct.objects.count()
+    assert first["demo_items"] == DemoProduct.objects.count()
+    assert first["products"] == Product.objects.count() == 4
 
 
 def test_the_demo_answers_a_jan_with_every_shops_offer_cheapest_first():
@@ -62,3 +64,13 @@ def test_product_polling_observes_every_demo_shop():
     result = poll_products(force=True)
     assert result.errors == 0 and result.listings == 5 + 4 + 4 + 3
     assert Listing.objects.get(item_code="tp-scottie-12r-s2").price == 499
+
+
+def test_seed_demo_names_what_it_counts():
+    (first,) = output_lines("seed_demo")
+    listings = Listing.objects.count()
+    assert first.startswith(f"seeded: listings={listings}, products=4, demo_items={listings}, ")
+    assert output_lines("seed_demo") == [
+        "seeded: listings=0, products=0, demo_items=0, price_points=0, watches=0"
+        " (already loaded: nothing new)"
+    ]

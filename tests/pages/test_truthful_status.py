@@ -12,9 +12,9 @@ from django.core.management import call_command
 
 from demo.market import set_product
 from outbox.models import Outbox, Reason, Status
-from tests.factories import ListingFactory, WatchFactory, device_with_cookie
+from tests.factories import ListingFactory, OutboxFactory, WatchFactory, device_with_cookie
 from tests.outbox_helpers import enqueue_for
-from watches.models import Channel, Watch
+from watches.models import Channel, Listing, Product, Watch
 from watches.polling.poll import poll
 
 pytestmark = pytest.mark.django_db
@@ -52,8 +52,8 @@ def test_with_notifications_off_the_listing_page_promises_nothing(client, listin
     WatchFactory(device=push_off(client), listing=listing, target_price=600)
     body = client.get(f"/listings/{listing.pk}/").content.decode()
     assert EXPECT not in body
-    assert "It is already ¥520, at or below your price, but notifications are off" in body
-    assert "Notifications are off for this browser." in body
+    assert "It is already ¥520, at or below your price, but nothing can reach you yet" in body
+    assert "Push notifications are off for this browser." in body
 
 
 def test_with_notifications_on_the_listing_page_expects_a_notification(client, listing):
@@ -96,7 +96,7 @@ def test_with_notifications_off_my_watches_says_it_cannot_tell(client, listing):
     WatchFactory(device=push_off(client), listing=listing, target_price=600)
     body = client.get("/watches/").content.decode()
     assert NEXT_CHECK not in body
-    assert "At or below your line now, but notifications are off for this browser" in body
+    assert "At or below your line now, but nothing can reach you yet" in body
 
 
 # --- "We would have told you" -------------------------------------------------------------
@@ -141,8 +141,9 @@ def test_the_history_page_shows_what_we_would_have_told(client, clock):
     poll()
     body = client.get("/notifications/").content.decode()
     assert "We would have told you: ¥520 on 12/1." in body
-    assert "Notifications are off for this browser." in body
-    assert 'href="/watches/">Turn them on</a>' in body
+    assert "Nothing can reach you right now: push notifications are off for this browser" in body
+    assert "Neither push nor e-mail can reach you now." in body
+    assert 'href="/watches/">Turn push notifications on</a>' in body
     assert "スコッティ 12ロール" in body
     assert "Nothing yet." not in body
 
@@ -159,11 +160,11 @@ def test_a_miss_made_old_news_by_a_later_notification_is_not_shown(client, clock
     assert "We would have told you" not in client.get("/notifications/").content.decode()
 
 
-def test_once_notifications_are_on_a_miss_says_they_were_off_then(client, clock):
+def test_once_something_reaches_the_device_a_miss_says_nothing_did_then(client, clock):
     WatchFactory(device=push_on(client), target_price=600, missed_price=520, missed_at=T0)
     body = client.get("/notifications/").content.decode()
     assert "We would have told you: ¥520 on 12/1." in body
-    assert "Notifications were off then." in body
+    assert "Neither push nor e-mail could reach you then." in body
 
 
 # --- Held back, with both prices ------------------------------------------------------------
@@ -192,3 +193,103 @@ def test_held_back_before_any_recheck_shows_the_detected_price_alone(client, clo
     body = client.get("/notifications/").content.decode()
     assert "Seen at ¥520." in body and "when we checked again" not in body
     assert Watch.objects.get().missed_price is None
+
+
+# --- Which channel reaches the person ------------------------------------------------------
+
+
+def email_confirmed(client, notify_via: str = "both"):
+    device = push_off(client)
+    device.email, device.email_confirmed_at, device.notify_via = "me@mail.example", T0, notify_via
+    device.save()
+    return device
+
+
+def test_push_off_with_a_confirmed_address_says_email_reaches_not_that_nothing_does(
+    client, listing
+):
+    device = email_confirmed(client)
+    watch = WatchFactory(device=device, listing=listing, target_price=600)
+    OutboxFactory(
+        watch=watch,
+        channel=Channel.EMAIL,
+        status=Status.SENT,
+        sent_at=T0,
+        sent_message={"title": "x", "body": "¥520", "price": 520},
+    )
+    body = client.get("/notifications/").content.decode()
+    assert "We tell you by e-mail at me@mail.example." in body
+    assert "Push notifications are off for this browser." in body
+    assert "Nothing can reach you" not in body
+    assert '<span class="via">by e-mail</span>' in body
+
+    # Every form of the settings page comes back to the same truth.
+    settings_page = client.post("/settings/channels", {"notify_via": "both"}, follow=True)
+    text = settings_page.content.decode()
+    assert "E-mail reaches you at me@mail.example." in text
+    assert 'data-reach="none" hidden' in text
+    assert "Notifications are off" not in text
+
+
+def test_each_history_entry_says_by_which_channel_it_went(client, listing):
+    device = email_confirmed(client)
+    watch = WatchFactory(device=device, listing=listing, target_price=600)
+    for channel in (Channel.EMAIL, Channel.WEBPUSH):
+        OutboxFactory(watch=watch, channel=channel, status=Status.SENT, sent_at=T0)
+    body = client.get("/notifications/").content.decode()
+    assert body.count('<span class="via">by e-mail</span>') == 1
+    assert body.count('<span class="via">by push notification</span>') == 1
+
+
+def test_an_offers_page_names_a_product_watch_as_the_products(client, listing):
+    product = Product.objects.create(jan="4901750404406", name="スコッティ")
+    Listing.objects.filter(pk=listing.pk).update(product=product, jan=product.jan)
+    WatchFactory(device=push_on(client), listing=listing, product=product, target_price=370)
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "You watch this product at every shop" in body
+    assert "Any shop at or below ¥370" in body
+    assert "You are watching this" not in body
+
+
+# --- A watch saved while its condition already holds ---------------------------------------
+
+
+def save_watch(client, listing, target: str) -> str:
+    response = client.post(
+        f"/listings/{listing.pk}/", {"trigger": "target_price", "target_price": target}, follow=True
+    )
+    return " ".join(str(m) for m in response.context["messages"])
+
+
+def test_saved_during_quiet_hours_it_says_until_when_it_is_held(client, listing, clock):
+    clock.move_to(dt.datetime(2026, 12, 1, 23, 30, tzinfo=TOKYO), tick=False)
+    push_on(client).__class__.objects.update(quiet_start=dt.time(22), quiet_end=dt.time(8))
+    said = save_watch(client, listing, "600")
+    assert said == (
+        "Watching. We check the price again before we tell you. The price is already ¥520, "
+        "at or below ¥600. Your quiet hours hold notifications until 08:00: we check the price "
+        "again then, and tell you if it still holds."
+    )
+    assert "until 08:00" in client.get("/watches/").content.decode()
+
+
+def test_saved_again_after_being_told_at_this_price_it_says_so(client, listing):
+    watch = WatchFactory(
+        device=push_on(client),
+        listing=listing,
+        target_price=550,
+        last_notified_price=520,
+        last_notified_at=T0 - dt.timedelta(hours=1),
+    )
+    said = save_watch(client, listing, "600")
+    assert said.startswith("Your watch on this item is updated. The price is already ¥520")
+    assert "We told you ¥520 on Dec 1, 09:00: we tell you again if it goes lower." in said
+    watch.refresh_from_db()
+    assert watch.target_price == 600
+
+
+def test_saved_above_the_price_nothing_more_is_said(client, listing):
+    push_on(client)
+    assert save_watch(client, listing, "500") == (
+        "Watching. We check the price again before we tell you."
+    )

@@ -344,7 +344,7 @@ def test_my_watches_lists_the_live_watches_with_price_against_line(client, listi
 def test_my_watches_always_shows_push_status_and_the_button(client):
     body = client.get("/watches/").content.decode()
     assert 'id="push-settings"' in body and "data-push-toggle" in body
-    assert "Notifications are off for this browser." in body
+    assert "Push notifications are off for this browser." in body
     assert "/static/js/push.js" in body
     assert "You are not watching anything yet." in body
 

@@ -13,7 +13,7 @@ import time_machine
 from demo.seed import seed_demo
 from tests.commands import output_lines
 from tests.factories import ListingFactory
-from watches.models import Listing
+from watches.models import Listing, Product
 from watches.polling.poll import next_due_at
 
 pytestmark = pytest.mark.django_db
@@ -36,23 +36,25 @@ def test_right_after_seeding_nothing_is_due_and_the_hint_says_when_and_how(setti
     seed_demo()  # every demo listing "just polled", as after `make run`
     clock.shift(dt.timedelta(minutes=2))
     counts, hint = poll_prices()
-    assert counts == "listings=0 observations=0 errors=0 enqueued=0"
+    assert counts == "products=0 listings=0 observations=0 errors=0 enqueued=0"
     assert hint == (
         "0 listings due: each was polled in the last 7.5 min. "
         "The next is due in 6 min (10:07); `poll_prices --force` polls them all now."
     )
 
 
-def test_force_polls_every_product_and_every_active_listing_due_or_not(clock):
+def test_force_asks_every_product_then_every_other_active_listing_once(clock):
     seed_demo()
     Listing.objects.filter(item_code="tp-scottie-12r").update(paused=True)
     (counts,) = poll_prices("--force")
-    # Every product's offers (one request per product), then every active listing: an offer
-    # counts in both.
-    offers = Listing.objects.filter(paused=False, product__isnull=False).count()
-    active = Listing.objects.filter(paused=False).count() + offers
+    # Every product's offers (one request per product), then every active listing not asked
+    # through its product: 36 listings are 36 answers, not 52.
+    active = Listing.objects.filter(paused=False).count()
+    products = Product.objects.count()
     # (the demo watcher's watches may fire: enqueued varies)
-    assert counts.startswith(f"listings={active} observations={active} errors=0 enqueued=")
+    assert counts.startswith(
+        f"products={products} listings={active} observations={active} errors=0 enqueued="
+    )
 
 
 def test_with_no_listing_tracked_the_hint_says_so(clock):
@@ -64,7 +66,7 @@ def test_with_no_listing_tracked_the_hint_says_so(clock):
 
 def test_no_hint_when_something_was_polled_or_in_json(clock):
     ListingFactory(last_polled_at=None)
-    assert poll_prices() == ["listings=1 observations=1 errors=0 enqueued=0"]
+    assert poll_prices() == ["products=0 listings=1 observations=1 errors=0 enqueued=0"]
     (line,) = poll_prices("--json")
     assert json.loads(line)["listings"] == 0
 

@@ -294,6 +294,7 @@ def test_a_thousand_listings_with_ten_watches_each_enqueue_in_bulk(clock, settin
     with CaptureQueriesContext(connection) as queries:
         call_command("poll_prices", "--json", stdout=out)
     assert json.loads(out.getvalue()) == {
+        "products": 0,
         "listings": 1000,
         "observations": 1000,
         "errors": 0,
@@ -325,6 +326,7 @@ def test_poll_prices_json_prints_exactly_one_object(clock):
     out = io.StringIO()
     call_command("poll_prices", "--json", stdout=out)
     assert json.loads(out.getvalue()) == {
+        "products": 0,
         "listings": 2,
         "observations": 1,
         "errors": 1,
@@ -344,7 +346,7 @@ def test_poll_prices_plain_output(clock):
     due_listing()
     out = io.StringIO()
     call_command("poll_prices", stdout=out)
-    assert out.getvalue().strip() == "listings=1 observations=1 errors=0 enqueued=0"
+    assert out.getvalue().strip() == "products=0 listings=1 observations=1 errors=0 enqueued=0"
 
 
 def test_poll_prices_listing_polls_it_even_when_not_due(clock):
@@ -368,7 +370,7 @@ def test_progress_is_shown_on_a_terminal_when_there_are_many(clock, settings):
     call_command("poll_prices", stdout=out)
     text = out.getvalue()
     assert "\rpolled 50/120 listings" in text and "\rpolled 120/120 listings" in text
-    assert text.rstrip().endswith("listings=120 observations=120 errors=0 enqueued=0")
+    assert text.rstrip().endswith("products=0 listings=120 observations=120 errors=0 enqueued=0")
 
 
 def test_no_progress_when_not_on_a_terminal(clock):
@@ -389,7 +391,13 @@ def test_no_progress_for_a_few_listings_on_a_terminal(clock):
 def test_the_scheduled_task_polls_what_is_due(clock):
     listing = due_listing(price=1000)
     WatchFactory(listing=listing, target_price=2000)
-    assert tasks.poll() == {"listings": 1, "observations": 1, "errors": 0, "enqueued": 1}
+    assert tasks.poll() == {
+        "products": 0,
+        "listings": 1,
+        "observations": 1,
+        "errors": 0,
+        "enqueued": 1,
+    }
 
 
 def test_a_scheduled_run_while_another_is_still_running_polls_nothing(clock):

@@ -106,13 +106,8 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
             form.add_error(None, _("No shop offers this product now, so it cannot be watched."))
         if offers and form.is_valid():
             device = devices.get_or_create_device(request)
-            _watch, created = save_product_watch(device, product, form.params())
-            if created:
-                messages.success(
-                    request, _("Watching every shop. We check the price again before we tell you.")
-                )
-            else:
-                messages.success(request, _("Your watch on this product is updated."))
+            watch, created = save_product_watch(device, product, form.params())
+            messages.success(request, watchlist.saved_message(watch, device, created=created))
             return redirect(reverse("product", args=[product.pk]) + "#your-watches")
         status = 400
     else:
@@ -146,7 +141,7 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
             "form": form,
             "action": "#watch",
             "submit_label": _("Watch every shop"),
-            "mine": watchlist.rows_for(mine, now, can_notify=bool(device and device.can_receive)),
+            "mine": watchlist.rows_for(mine, device, now),
             "device": device,
             "push_active": devices.push_active(device),
         },

@@ -215,18 +215,15 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
         elif form.is_valid():
             params = form.params()
             device = devices.get_or_create_device(request)
-            _watch, created = watchlist.save_watch(device, listing, params)
-            if created:
-                messages.success(
-                    request, _("Watching. We check the price again before we tell you.")
-                )
-            else:
-                messages.success(request, _("Your watch on this item is updated."))
+            watch, created = watchlist.save_watch(device, listing, params)
+            messages.success(request, watchlist.saved_message(watch, device, created=created))
             return redirect(reverse("listing", args=[listing.pk]) + "#your-watches")
     else:
         form = WatchForm(listing=listing)
     now = timezone.now()
     device = devices.get_device(request)
+    # This listing's own watches; a product watch that follows it as the best offer at the
+    # last poll is the product's, at any shop, and is shown as such.
     mine = (
         list(Watch.live.filter(device=device, listing=listing).order_by("created_at"))
         if device
@@ -325,7 +322,10 @@ def _listing_html(
             "nav": "listing",
             "form": form,
             "mine": watchlist.rows_for(
-                mine, now, can_notify=bool(device and device.receiving_channels)
+                [watch for watch in mine if watch.product_id is None], device, now
+            ),
+            "product_watches": watchlist.rows_for(
+                [watch for watch in mine if watch.product_id is not None], device, now
             ),
             "device": device,
             "push_active": devices.push_active(device),

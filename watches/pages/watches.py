@@ -23,9 +23,7 @@ from watches.pages.forms import ProductWatchForm, WatchForm
 @require_http_methods(["GET", "HEAD"])
 def my_watches(request: HttpRequest) -> HttpResponse:
     device = devices.get_device(request)
-    rows = watchlist.rows_for(
-        list(watchlist.live_watches(device)), can_notify=bool(device and device.receiving_channels)
-    )
+    rows = watchlist.rows_for(list(watchlist.live_watches(device)), device)
     removed = _just_removed(request, device)
     return render(
         request,
@@ -36,7 +34,7 @@ def my_watches(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "removed": removed,
             "push_active": devices.push_active(device),
-            "can_notify": bool(device and device.receiving_channels),
+            "can_notify": watchlist.can_notify(device),
         },
     )
 
@@ -71,7 +69,9 @@ def edit_watch(request: HttpRequest, watch_id: int) -> HttpResponse:
                 )
             else:
                 watchlist.update_watch(watch, params)
-                messages.success(request, _("Your watch is updated."))
+                messages.success(
+                    request, watchlist.saved_message(watch, watch.device, created=False)
+                )
                 return redirect(reverse("my-watches") + f"#watch-{watch.pk}")
     else:
         form = watch_form(initial=WatchForm.initial_for(watch))

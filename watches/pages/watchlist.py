@@ -11,6 +11,7 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
@@ -138,23 +139,30 @@ def per_unit(amount: str, listing: Listing) -> str:
 
 
 def describe(watch: Watch) -> str:
-    """What the watch waits for, in one short phrase ("At or below ¥1,000")."""
+    """What the watch waits for, in one short phrase ("At or below ¥1,000"); a product
+    watch's says it holds at any shop ("Any shop at or below ¥1,000")."""
     listing = watch.listing
     target = watch.target_price
     target_text = yen_text(target) if target is not None else ""
     if target is not None and watch.use_unit_price and listing.units_per_pack:
         target_text = per_unit(target_text, listing)
+    product = watch.product_id is not None
     if watch.trigger == Trigger.TARGET_PRICE:
+        if product:
+            return _("Any shop at or below %(target)s") % {"target": target_text}
         return _("At or below %(target)s") % {"target": target_text}
     if watch.trigger == Trigger.PRICE_DROP:
-        return _("%(percent)s%% or more below its typical price") % {
-            "percent": watch.drop_percent or DEFAULT_DROP_PERCENT
-        }
+        percent = {"percent": watch.drop_percent or DEFAULT_DROP_PERCENT}
+        if product:
+            return _("The cheapest shop %(percent)s%% or more below its typical price") % percent
+        return _("%(percent)s%% or more below its typical price") % percent
     if watch.trigger == Trigger.LOWEST:
         return _("At its lowest price in 90 days")
     if target is not None:
+        if product:
+            return _("Back in stock at any shop, at or below %(target)s") % {"target": target_text}
         return _("Back in stock at or below %(target)s") % {"target": target_text}
-    return _("Back in stock")
+    return _("Back in stock at any shop") if product else _("Back in stock")
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,8 @@ class WatchRow:
     summary: str
     standing: Standing
     advice: str
+    # The end of the device's quiet hours when it is inside them now ("08:00"), else "".
+    held_until: str = ""
 
 
 def live_watches(device: Device | None) -> QuerySet[Watch]:
@@ -237,28 +247,43 @@ def live_watches(device: Device | None) -> QuerySet[Watch]:
     )
 
 
+def can_notify(device: Device | None) -> bool:
+    """Whether anything reaches the device right now (push, e-mail or both)."""
+    return bool(device and device.receiving_channels)
+
+
+def held_until(device: Device | None, now: dt.datetime) -> str:
+    """ "08:00" while the device is inside its quiet hours (the window's end, in its zone),
+    else "": what detection finds meanwhile waits until then (outbox.holds)."""
+    until = device.quiet_until(now) if device is not None else None
+    return timezone.localtime(until, device.zone).strftime("%H:%M") if until else ""
+
+
 def rows_for(
-    watches: list[Watch], now: dt.datetime | None = None, *, can_notify: bool = True
+    watches: list[Watch], device: Device | None, now: dt.datetime | None = None
 ) -> list[WatchRow]:
-    """The watches as the pages show them; `can_notify` is whether their device can be
-    reached right now (what is promised depends on it)."""
+    """The watches of `device` as the pages show them: what is promised depends on whether
+    anything reaches it now, and on its quiet hours."""
     now = now or timezone.now()
+    reaches = can_notify(device)
+    held = held_until(device, now) if reaches else ""
     return [
         WatchRow(
             watch=watch,
             summary=describe(watch),
             standing=standing(watch, getattr(watch, "first_seen", None), now),
-            advice=advice(watch.listing, watch, can_notify=can_notify),
+            advice=advice(watch.listing, watch, can_notify=reaches, held=held),
+            held_until=held,
         )
         for watch in watches
     ]
 
 
-def advice(listing: Listing, watch: Watch, *, can_notify: bool = True) -> str:
+def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str = "") -> str:
     """A word of warning about a target, or "": below the 90-day low (it may never come),
     or already met — then what really happens next: a notification after the next check,
-    nothing while notifications are off, or nothing new when it was already told at this
-    price."""
+    held until the end of quiet hours (`held`, "08:00"), nothing while nothing reaches the
+    device, or nothing new when it was already told at this price."""
     if watch.trigger not in _UNIT_TRIGGERS or watch.target_price is None:
         return ""
     use_unit = watch.use_unit_price and bool(listing.units_per_pack)
@@ -289,8 +314,8 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True) -> str:
     ):
         if not can_notify:
             return _(
-                "It is already %(now)s, at or below your price, but notifications are off "
-                "for this browser: turn them on to be told."
+                "It is already %(now)s, at or below your price, but nothing can reach you yet: "
+                "turn push notifications on, or add an e-mail address in Settings."
             ) % {"now": shown(now_value)}
         if already_told(watch, now_value):
             return _(
@@ -301,11 +326,75 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True) -> str:
                 "told": shown(watch.last_notified_price),
                 "at": when(watch.last_notified_at),
             }
+        if held:
+            return _(
+                "It is already %(now)s, at or below your price. Your quiet hours hold "
+                "notifications until %(time)s: we check the price again then, and tell you "
+                "if it still holds."
+            ) % {"now": shown(now_value), "time": held}
         return _(
             "It is already %(now)s, at or below your price: expect a notification after the "
             "next price check."
         ) % {"now": shown(now_value)}
     return ""
+
+
+def saved_message(
+    watch: Watch, device: Device, *, created: bool, now: dt.datetime | None = None
+) -> str:
+    """What a person is told when a watch is saved (made, or changed): that it is saved, and
+    when its condition already holds, what happens next — read from what detection and the
+    dispatcher will do (the next poll detects it, the dispatcher re-checks and sends it once
+    that day; quiet hours hold it; nothing reaches a device without a channel)."""
+    now = now or timezone.now()
+    product = watch.product_id is not None
+    if created:
+        saved = (
+            _("Watching every shop. We check the price again before we tell you.")
+            if product
+            else _("Watching. We check the price again before we tell you.")
+        )
+    else:
+        saved = (
+            _("Your watch on this product is updated.")
+            if product
+            else _("Your watch on this item is updated.")
+        )
+    state = standing(watch, getattr(watch, "first_seen", None), now)
+    if state.state != "met":
+        return saved
+    listing = watch.listing
+
+    def shown(value: Decimal | None) -> str:
+        return per_unit(yen_text(value), listing) if state.per_unit else yen_text(value)
+
+    values = {"now": shown(state.value), "line": shown(state.line)}
+    if not can_notify(device):
+        holds = _(
+            "The price is already %(now)s, at or below %(line)s, but nothing can reach you "
+            "yet: turn push notifications on, or add an e-mail address in Settings."
+        )
+    elif state.told:
+        holds = _(
+            "The price is already %(now)s, at or below %(line)s. We told you %(told)s on "
+            "%(at)s: we tell you again if it goes lower."
+        )
+        values |= {"told": shown(watch.last_notified_price), "at": when(watch.last_notified_at)}
+    elif held := held_until(device, now):
+        holds = _(
+            "The price is already %(now)s, at or below %(line)s. Your quiet hours hold "
+            "notifications until %(time)s: we check the price again then, and tell you if it "
+            "still holds."
+        )
+        values["time"] = held
+    else:
+        holds = _(
+            "The price is already %(now)s, at or below %(line)s: we tell you after its next "
+            "price check, usually within %(minutes)s minutes. After that, at most once a day, "
+            "when it goes lower."
+        )
+        values["minutes"] = settings.POLL_MINUTES
+    return f"{saved} {holds % values}"
 
 
 def chart_target(listing: Listing, watches: list[Watch]) -> Decimal | None:

@@ -27,8 +27,8 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -51,15 +51,19 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class PollResult:
+    products: int = 0  # products asked for every shop's offer (one request each)
     listings: int = 0  # listings answered about (asked for, or found on a page)
     observations: int = 0  # answers with a price/stock (out of stock included)
     errors: int = 0  # answers that were an error (not found, unreachable…)
     enqueued: int = 0  # outbox rows really inserted (not folded into today's row)
     points: int = 0  # price points written
     requests: int = 0  # requests planned: one item, a shop's page or a product's offers each
+    # The listings asked about, so that a forced run asks each once (`poll(skip=…)`).
+    asked: set[int] = field(default_factory=set, repr=False)
 
     def as_json(self) -> dict[str, int]:
         return {
+            "products": self.products,
             "listings": self.listings,
             "observations": self.observations,
             "errors": self.errors,
@@ -67,8 +71,17 @@ class PollResult:
         }
 
     def add(self, other: PollResult) -> None:
-        for name in ("listings", "observations", "errors", "enqueued", "points", "requests"):
+        for name in (
+            "products",
+            "listings",
+            "observations",
+            "errors",
+            "enqueued",
+            "points",
+            "requests",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.asked |= other.asked
 
 
 def due_listings(
@@ -116,10 +129,12 @@ def poll(
     max_seconds: float | None = None,
     progress: Progress | None = None,
     now: dt.datetime | None = None,
+    skip: Collection[int] = (),
 ) -> PollResult:
     """Poll the due listings (or exactly the listings with item `codes`, due or not; or
-    every active listing of `source` with `force`). Starts no new batch once `max_seconds`
-    have passed (the first batch always runs). Returns the counts."""
+    every active listing of `source` with `force`), leaving out those in `skip` (already
+    asked in this run, through their product). Starts no new batch once `max_seconds` have
+    passed (the first batch always runs). Returns the counts."""
     now = now or timezone.now()
     if codes is not None:
         queryset = Listing.objects.filter(item_code__in=list(codes)).order_by("id")
@@ -129,7 +144,10 @@ def poll(
         ]
     else:
         # What the budget allows, by value (watches.polling.plan).
-        planned = plan(due_listings(now, source=source, force=force), now)
+        due = due_listings(now, source=source, force=force)
+        if skip:
+            due = due.exclude(id__in=list(skip))
+        planned = plan(due, now)
     total = len(planned)
     result = PollResult()
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
@@ -184,6 +202,7 @@ def poll_batch(source: str, ids: Sequence[int]) -> PollResult:
     answers = [(listing, fetched[listing.item_code]) for listing in listings]
     result = record_answers(answers, timezone.now())
     result.requests = len(listings)
+    result.asked = {listing.pk for listing in listings}
     return result
 
 

@@ -141,6 +141,8 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     now = timezone.now()
     pairs = offer_answers(source, products, answers, now)
     result.listings = len(pairs)
+    result.asked = {listing.pk for listing, _ in pairs}
+    result.products = len(products)
     observations = observe(pairs, now, via=Shape.PRODUCT)
     for seen in observations.seen:
         if seen.observation is None:

@@ -8,8 +8,14 @@ from demo.seed import seed_demo
 
 
 class Command(BaseCommand):
-    help = "Load realistic demo consumables with 90 days of price history (idempotent)."
+    help = (
+        "Load realistic demo consumables with 90 days of price history (idempotent). Prints "
+        "what it created: listings (one per shop's item), products (JAN codes several shops "
+        "sell), demo_items (the demo marketplace's catalogue), price_points, watches."
+    )
 
     def handle(self, *args, **options) -> None:
         created = seed_demo()
-        self.stdout.write("seeded: " + ", ".join(f"{k}={v}" for k, v in created.items()))
+        counts = ", ".join(f"{key}={value}" for key, value in created.items())
+        already = "" if any(created.values()) else " (already loaded: nothing new)"
+        self.stdout.write(f"seeded: {counts}{already}")

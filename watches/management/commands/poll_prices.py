@@ -49,7 +49,12 @@ class Command(BaseCommand):
         # are then not due for listing polling. Asked for listings by code: those alone.
         result = PollResult() if codes else poll_products(force=force, planned=True)
         result.add(
-            poll(codes=codes, force=force, progress=self._progress if show_progress else None)
+            poll(
+                codes=codes,
+                force=force,
+                progress=self._progress if show_progress else None,
+                skip=result.asked,  # each listing is asked once, with `--force` too
+            )
         )
         if show_progress and result.listings >= _PROGRESS_FROM:
             self.stdout.write("")
