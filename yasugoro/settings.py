@@ -51,6 +51,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # A query string no view may see (a NUL, bytes that are not UTF-8, too long) is answered
+    # here, in the request's language, before any view reads it.
+    "yasugoro.query_string.QueryStringMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
