@@ -29,7 +29,9 @@ pytestmark = BROWSER_MARKS
 
 # Reports each violation to the test, from every document the page loads.
 LISTEN = """
+window.__cspViolations = 0;
 document.addEventListener("securitypolicyviolation", (event) => {
+  window.__cspViolations += 1;
   window.__cspViolation({
     page: location.pathname + location.search,
     directive: event.effectiveDirective,
@@ -197,7 +199,6 @@ def test_the_listener_hears_a_violation(browser, live_server, world):
     journey.page.evaluate(
         "document.body.insertAdjacentHTML('beforeend', '<p style=\"color: red\">x</p>')"
     )
-    journey.page.wait_for_function("true")
-    journey.page.wait_for_timeout(200)
+    journey.page.wait_for_function("() => window.__cspViolations > 0")
     assert [v["directive"] for v in journey.violations] == ["style-src-attr"]
     assert len(journey.console) == 1 and "inline style" in journey.console[0]
