@@ -8,7 +8,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from outbox.expressions import LocalDate
+from outbox.expressions import LocalDate, ReadableTime
 from watches.models import Channel, Device, Trigger, Watch
 
 # The zone of the dedup day is pinned here and therefore in the migration, never taken from
@@ -142,6 +142,11 @@ class Outbox(models.Model):
                 fields=["watch", "channel"],
                 name="outbox_one_in_flight_per_watch_channel",
                 condition=Q(status="sending"),
+            ),
+            # A time the day above reads exactly, whoever writes the row: on SQLite a column
+            # takes any text or number, and one the day cannot read would slip past the dedup.
+            models.CheckConstraint(
+                condition=ReadableTime("detected_at"), name="outbox_detected_at_is_a_time"
             ),
         ]
         indexes = [

@@ -1,5 +1,9 @@
 """Shared set-up of the browser tests: Debian's chromium driven by Playwright (never a
-browser Playwright downloads), skipped with a reason where chromium is missing."""
+browser Playwright downloads), skipped with a reason where chromium is missing.
+
+The pages' Content-Security-Policy forbids eval: give `wait_for_function` a function
+("() => …"), which Playwright compiles once, never a bare expression, which it evaluates again
+on every poll and the browser then refuses."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 from django.apps import apps as installed_apps
-from django.db import connections
+from django.db import IntegrityError, connections, transaction
 
 from tests.migration_fixture import (
     MAIN_LEAVES,
@@ -232,3 +232,38 @@ def test_no_model_indexes_a_foreign_key_a_wider_index_already_leads_with():
             if field.is_relation and field.db_index and not field.unique and leads:
                 redundant.append(f"{model._meta.label}.{field.name}")
     assert redundant == []
+
+
+def test_the_dedup_day_index_main_built_rounding_is_rebuilt_exact(made_at_main):
+    """Main's SQLite index dated 14:59:59.9995 UTC as the next Tokyo day (date() rounds to the
+    millisecond); after migrating, the last microsecond of a day belongs to that day."""
+    connection, _ = made_at_main
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL's day was exact: its index is not rebuilt")
+    then = migrate(connection, MAIN_LEAVES)
+    sent = then.get_model("outbox", "Outbox")._default_manager.using(connection.alias).first()
+    name = "outbox_one_per_watch_trigger_day_channel"
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP INDEX "{name}"')
+        # The index as main's expression made it.
+        cursor.execute(
+            f'CREATE UNIQUE INDEX "{name}" ON "outbox_outbox" ("watch_id", "trigger",'
+            ' (date("detected_at", \'+9 hours\')), "channel") WHERE NOT ("status" = \'dropped\')'
+        )
+    migrate(connection)
+
+    def insert(detected_at: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                'INSERT INTO outbox_outbox (watch_id, device_id, channel, "trigger", status,'
+                " previous_status, reason, detail, detected_at, detected_payload, retry_count,"
+                " attempts, next_attempt_at, claimed_by, created_at, updated_at) VALUES"
+                " (%s, %s, 'console', 'lowest', 'pending', '', '', '', %s, '{}', 0, 0, %s, '',"
+                " %s, %s)",
+                [sent.watch_id, sent.device_id, detected_at, *[detected_at] * 3],
+            )
+
+    insert("2030-01-01 03:00:00")
+    with pytest.raises(IntegrityError), transaction.atomic(using=connection.alias):
+        insert("2030-01-01 14:59:59.999999")
+    insert("2030-01-01 15:00:00")

@@ -102,14 +102,31 @@ def test_a_bad_environment_key_is_reported_without_echoing_it(settings, bad):
     assert "VAPID_PRIVATE_KEY" in str(caught.value)
 
 
-def test_the_default_key_file_is_git_ignored():
+def ignored_by_the_checkouts_rules(path: str, scratch: Path) -> bool:
+    """Whether git ignores `path` (relative to the checkout) under the checkout's .gitignore,
+    asked in a scratch repository: an export without .git (a `git archive`, a release
+    tarball) is checked too, and a developer's global excludes cannot hide a missing line."""
+    shutil.copyfile(ROOT / ".gitignore", scratch / ".gitignore")
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", str(scratch)], env=env, check=True)
+    asked = ["git", "check-ignore", "-q", path]
+    return subprocess.run(asked, cwd=scratch, env=env, check=False).returncode == 0
+
+
+def test_the_default_key_file_is_git_ignored(tmp_path):
     if not shutil.which("git"):
         pytest.skip("git is not installed")
     if ROOT not in Path(django_settings.VAR_DIR).resolve().parents:
         pytest.skip("YASUGORO_VAR_DIR points outside the checkout")
-    default = django_settings.VAR_DIR / "vapid_private_key.pem"
-    result = subprocess.run(["git", "check-ignore", "-q", str(default)], cwd=ROOT, check=False)
-    assert result.returncode == 0, f"{default} is not git-ignored"
+    default = Path(django_settings.VAR_DIR).resolve() / "vapid_private_key.pem"
+    relative = str(default.relative_to(ROOT))
+    assert ignored_by_the_checkouts_rules(relative, tmp_path), f"{default} is not git-ignored"
+
+
+def test_the_ignore_check_tells_a_file_the_rules_do_not_name(tmp_path):
+    if not shutil.which("git"):
+        pytest.skip("git is not installed")
+    assert not ignored_by_the_checkouts_rules("outbox/vapid.py", tmp_path)
 
 
 # --- Settings -------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
             listing.last_polled_at is None or listing.last_error_at > listing.last_polled_at
         ):
             return format_html(
-                '<span style="color: var(--error-fg)" title="{}">✖ {}</span>',
+                '<span class="ob-bad-text" title="{}">✖ {}</span>',
                 listing.last_error,
                 gettext("failing"),
             )
@@ -193,7 +193,7 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         age = timezone.now() - listing.last_polled_at
         if age > 2 * dt.timedelta(minutes=settings.POLL_MINUTES):
             return format_html(
-                '<span style="color: var(--error-fg)">{}</span>',
+                '<span class="ob-bad-text">{}</span>',
                 gettext("stale (%(minutes)s min)") % {"minutes": int(age.total_seconds() // 60)},
             )
         return "✔ " + gettext("ok")

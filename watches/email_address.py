@@ -53,6 +53,23 @@ def normalise(address: str) -> str:
     return f"{local}@{domain.lower()}" if local else address.strip()
 
 
+# Names mail from the internet never reaches: this host, a private network, an overlay or
+# no host at all (RFC 6761, 6762, 7686, 8375, 9476; "internal" reserved by ICANN for private
+# use). ".test" and ".example" stay allowed: RFC 6761 asks software not to treat them as
+# special, and test setups mail them (docs/decisions/0059-public-mail-domains-only.md).
+NOT_PUBLIC_SUFFIXES = ("localhost", "invalid", "local", "internal", "arpa", "onion", "alt")
+
+
+def public_domain(domain: str) -> bool:
+    """Whether `domain` (of an address Django's EmailValidator accepted) can be a public mail
+    domain: not an IP literal ("[127.0.0.1]"), not a single label ("localhost", "intranet"),
+    not all digits at the end ("10.0.0.1"), not under a NOT_PUBLIC_SUFFIXES name."""
+    labels = domain.lower().rstrip(".").split(".")
+    if domain.startswith("[") or len(labels) < 2 or labels[-1].isdigit():
+        return False
+    return labels[-1] not in NOT_PUBLIC_SUFFIXES
+
+
 def set_address(device: Device, address: str, now: dt.datetime | None = None) -> bool:
     """Give `device` a new, unconfirmed address (a changed address starts over: unconfirmed,
     no bounces). False, and nothing written, when it already has exactly that address

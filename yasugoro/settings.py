@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy
 
@@ -44,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "django_q",
+    # The Content-Security-Policy header (below); its system checks catch an outdated setting.
+    "csp",
     "watches",
     "outbox",
     "monitoring",
@@ -53,8 +56,13 @@ MIDDLEWARE = [
     # /healthz, /readyz, /metrics: answered before the host check and the HTTPS redirect.
     "monitoring.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Before every middleware that may answer on its own, so each answer carries the policy.
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # A query string no view may see (a NUL, bytes that are not UTF-8, too long) is answered
+    # here, in the request's language, before any view reads it.
+    "yasugoro.query_string.QueryStringMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Warns once when a request's address is not SITE_URL's (the links in every mail).
     "yasugoro.site_url.SiteUrlMiddleware",
@@ -142,6 +150,27 @@ SECURE_PROXY_SSL_HEADER = (
 )
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Every response, pages and admin alike: scripts, styles and fonts from this site only (no
+# inline script or style attribute: templates use files and classes, and nonces would not
+# survive the page cache), no plugin, no framing, forms post here only. Images may also come
+# from the marketplaces' https image hosts (a listing's picture) and data: URLs (the admin's
+# icons). docs/decisions/0056-content-security-policy.md.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:", "https:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "worker-src": [SELF],
+        "manifest-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 
 # --- Outbox -------------------------------------------------------------------------------
 OUTBOX_MAX_RETRY = env_int("OUTBOX_MAX_RETRY", 8, minimum=0)

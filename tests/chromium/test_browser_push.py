@@ -53,7 +53,7 @@ def test_settings_page_registers_the_worker_and_asks_nothing_on_load(page, live_
     page.goto(f"{live_server.url}/settings/")
     registration = page.evaluate(WORKER_READY)
     button = page.locator("[data-push-toggle]")
-    page.wait_for_function("document.getElementById('push-settings').dataset.browserActive")
+    page.wait_for_function("() => document.getElementById('push-settings').dataset.browserActive")
 
     assert registration == {"scope": f"{live_server.url}/", "script": f"{live_server.url}/sw.js"}
     assert button.is_visible() and button.is_enabled()
@@ -73,10 +73,10 @@ def test_settings_page_registers_the_worker_and_asks_nothing_on_load(page, live_
 def test_the_click_is_what_asks_for_permission(page, live_server):
     page.goto(f"{live_server.url}/settings/")
     page.evaluate(WORKER_READY)
-    page.wait_for_function("document.getElementById('push-settings').dataset.browserActive")
+    page.wait_for_function("() => document.getElementById('push-settings').dataset.browserActive")
 
     page.locator("[data-push-toggle]").click()
-    page.wait_for_function("window.__permissionRequests > 0")
+    page.wait_for_function("() => window.__permissionRequests > 0")
 
     assert page.evaluate("window.__permissionRequests") == 1
     # Refused (our stand-in says "denied"): nothing is subscribed, and the page says why.

@@ -119,11 +119,11 @@ def test_a_browser_refusing_push_shows_our_words_in_japanese(browser, live_serve
     page = context.new_page()
     page.add_init_script(REFUSING_PUSH)
     page.goto(f"{live_server.url}/settings/")
-    page.wait_for_function("document.getElementById('push-settings').dataset.browserActive")
+    page.wait_for_function("() => document.getElementById('push-settings').dataset.browserActive")
     page.locator("[data-push-toggle]").click()
     status = page.locator("[data-push-status]")
     page.wait_for_function(
-        "document.querySelector('[data-push-status]').textContent.includes('プライベート')"
+        "() => document.querySelector('[data-push-status]').textContent.includes('プライベート')"
     )
     text = status.inner_text()
     assert "Registration failed" not in text and "permission denied" not in text
@@ -143,7 +143,7 @@ def test_a_push_service_error_is_told_in_the_pages_language(browser, live_server
         )
     )
     page.goto(f"{live_server.url}/settings/")
-    page.wait_for_function("document.getElementById('push-settings').dataset.browserActive")
+    page.wait_for_function("() => document.getElementById('push-settings').dataset.browserActive")
     page.locator("[data-push-toggle]").click()
     expected = page.locator("#push-settings").get_attribute("data-msg-error")
     page.wait_for_function(

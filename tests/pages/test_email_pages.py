@@ -167,6 +167,62 @@ def test_bad_address_is_a_400_with_a_message_and_writes_nothing(client, smtp_ser
     assert smtp_server.messages() == []
 
 
+NOT_PUBLIC = "not a public mail domain"
+NOT_VALID = "Enter a valid e-mail address"
+
+
+@pytest.mark.parametrize(
+    ("address", "message"),
+    [
+        ("a@[127.0.0.1]", NOT_PUBLIC),
+        ("a@[::1]", NOT_PUBLIC),
+        ("a@localhost", NOT_PUBLIC),
+        ("a@printer.localhost", NOT_PUBLIC),
+        ("a@Mail.LOCALHOST", NOT_PUBLIC),
+        ("a@nowhere.invalid", NOT_PUBLIC),
+        ("a@nas.local", NOT_PUBLIC),
+        ("a@mail.corp.internal", NOT_PUBLIC),
+        ("a@router.home.arpa", NOT_PUBLIC),
+        ("a@hidden.onion", NOT_PUBLIC),
+        ("a@name.alt", NOT_PUBLIC),
+        # Django's own validator already refuses these.
+        ("a@[IPv6:2001:db8::1]", NOT_VALID),
+        ("a@10.0.0.1", NOT_VALID),
+        ("a@intranet", NOT_VALID),
+    ],
+)
+def test_an_address_no_public_mail_reaches_is_refused_in_the_page(
+    client, smtp_server, address, message
+):
+    device, _ = device_with_cookie(client)
+    response = client.post("/settings/email", {"email": address})
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    device.refresh_from_db()
+    assert device.email == ""
+    assert smtp_server.messages() == []
+
+
+def test_the_refusal_of_a_private_domain_speaks_japanese(client, smtp_server):
+    device_with_cookie(client)
+    response = client.post(
+        "/settings/email", {"email": "a@[127.0.0.1]"}, headers={"accept-language": "ja"}
+    )
+    assert response.status_code == 400
+    assert "公開されたメールのドメインではありません" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "address", ["a@mail.example", "a@gmail.com", "a@例え.jp", "a@mail.test", "a@sub.co.jp"]
+)
+def test_an_address_at_a_named_domain_is_taken(client, smtp_server, address):
+    device, _ = device_with_cookie(client)
+    response = client.post("/settings/email", {"email": address})
+    assert response.status_code == 302
+    device.refresh_from_db()
+    assert device.email == address
+
+
 @pytest.mark.parametrize("value", ["", "sms", "push,email", "x" * 500])
 def test_bad_channel_choice_is_a_400_and_writes_nothing(client, value):
     device, _ = device_with_cookie(client)

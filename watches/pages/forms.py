@@ -219,9 +219,21 @@ class EmailAddressForm(forms.Form):
     )
 
     def clean_email(self) -> str:
-        from watches.email_address import normalise
+        from watches.email_address import normalise, public_domain
 
-        return normalise(self.cleaned_data["email"])
+        address = normalise(self.cleaned_data["email"])
+        domain = address.rpartition("@")[2]
+        if not public_domain(domain):
+            raise forms.ValidationError(
+                _(
+                    "We cannot send mail to “%(domain)s”: it is an IP address, a local network "
+                    "name or a reserved name, not a public mail domain. Enter the address you "
+                    "receive mail at, such as name@example.com."
+                ),
+                code="not_public",
+                params={"domain": domain},
+            )
+        return address
 
 
 class NotifyViaForm(forms.Form):
