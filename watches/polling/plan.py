@@ -46,7 +46,6 @@ from watches.marketplaces.base import Shape, get_marketplace
 from watches.marketplaces.ratelimit import LimiterUnavailable, app_id_label
 from watches.models import (
     Listing,
-    Product,
     ShopFeed,
     Trigger,
     Watch,
@@ -158,6 +157,7 @@ _ROW_FIELDS = (
     "source",
     "item_code",
     "product_id",
+    "jan",
     "price",
     "shipping",
     "in_stock",
@@ -304,15 +304,13 @@ def _shaped(
         for row in mine:
             if row["product_id"] is not None:
                 offers[row["product_id"]].append(row)
-        jans = dict(
-            Product.objects.filter(
-                pk__in=[pk for pk, o in offers.items() if len(o) > 1]
-            ).values_list("pk", "jan")
-        )
-        for product_id, jan in jans.items():
+        for product_id, mine_offers in offers.items():
+            if len(mine_offers) < 2:
+                continue
+            jan = mine_offers[0]["jan"]  # an offer's JAN code is its product's
             parts = {
                 row["id"]: _score_at(row, base, row["last_polled_at"], now, interval)
-                for row in offers[product_id]
+                for row in mine_offers
             }
             request = Planned(
                 None, source, True, sum(parts.values()), Shape.PRODUCT, jan, product_id,
