@@ -159,6 +159,7 @@ class Result:
     too_many: int  # answered 429
     fresh_sent: list[float]  # the sent rows' value ages at their delivery, seconds
     fresh_expired: list[float]  # ages the send gate refused, seconds
+    held_back: str  # the first refusal's detail, as its event says it
     cycles: list[dict]
     wall: float
 
@@ -428,7 +429,7 @@ def _minute_up(timestamp: float) -> float:
 def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
     from django.db.models import Count, Max
 
-    from outbox.models import Outbox, OutboxEvent, Status
+    from outbox.models import Outbox, OutboxEvent, Reason, Status
 
     asked = fake.requests[asked_before:]
     pages = Counter(int(q.get("page", 1)) for q in asked if "shopCode" in q)
@@ -448,6 +449,7 @@ def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
     )
     fresh_sent = sorted(d["fresh_age_seconds"] for s, d in ages if s == Status.SENT)
     fresh_expired = sorted(d["fresh_age_seconds"] for s, d in ages if s == Status.RETRY)
+    first_held = retry_events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id").first()
     return Result(
         path=path,
         drained=drained,
@@ -462,6 +464,7 @@ def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
         too_many=fake.too_many - too_many_before,
         fresh_sent=fresh_sent,
         fresh_expired=fresh_expired,
+        held_back=first_held.detail if first_held else "",
         cycles=cycles,
         wall=wall,
     )
@@ -546,6 +549,7 @@ def print_table(results: list[Result], rows: int, args: argparse.Namespace) -> N
                 f"{path}: the first cycle claimed {c['claimed']:,} rows and asked "
                 f"{c['requests']:,} requests in {c['seconds']:,.0f} simulated s; sent "
                 f"{c['sent']:,}, retried {c['retry']:,}"
+                + (f"; the first held back: {first.held_back}" if first.held_back else "")
             )
     shops = [r.drained for r in results if r.path == "shop pages"]
     verdict = "met" if all(d is not None and d <= GOAL_SECONDS for d in shops) else "missed"
