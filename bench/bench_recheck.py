@@ -28,7 +28,7 @@ Simulated:
   answers 429 to a second one in a second;
 - the schedule: one cycle at a time, each starting at the first whole minute after the last
   ended (or when the next row falls due); django-q2 may start the next minute's cycle beside
-  a longer one, which shares the same id's budget and so re-checks no faster;
+  a longer one, which shares the same id's budget: each batch's re-fetch only takes longer;
 - the channel: a recorder that answers at once (tests/fakes/channel.py): the figures are the
   re-check's, not a push service's.
 
@@ -39,8 +39,12 @@ The two paths, side by side in one run, taking turns going first:
   before (POLL_SHAPES does not reach the re-check: it shapes the poll plan only);
 - shop pages: the re-check as it is, feeds trusted (no FeedCheck yet).
 
+Drained means every row sent or dropped (a failed row was never told); each side runs until
+then or for `--horizon-minutes` of simulated time. `--batch-size` sets OUTBOX_BATCH_SIZE.
+
     .venv/bin/python bench/bench_recheck.py [--shops 200] [--watched 10] [--catalogue 200]
-        [--rounds 3] [--horizon-minutes 15] [--db sqlite|postgresql]
+        [--rounds 3] [--horizon-minutes 15] [--batch-size 500] [--cycles]
+        [--db sqlite|postgresql]
 """
 
 from __future__ import annotations
@@ -154,7 +158,6 @@ class Result:
     pages: Counter[int]  # shop pages asked, by page number
     final: Counter[str]  # rows by final status (or the one they were left in)
     retries: Counter[str]  # retry events by reason
-    retried_rows: int
     busiest: dict[str, int]  # most requests one id made in one simulated second
     too_many: int  # answered 429
     fresh_sent: list[float]  # the sent rows' value ages at their delivery, seconds
@@ -267,7 +270,6 @@ def simulate(args: argparse.Namespace) -> list[Result]:
 @dataclasses.dataclass
 class Built:
     listing_ids: list[int]
-    watch_ids: list[int]
     last_point: int
 
 
@@ -312,7 +314,7 @@ def build(shops: int, watched: int) -> Built:
         (Device(token_hash=f"recheck-{n}", channel=Channel.CONSOLE) for n in range(len(listings))),
         batch_size=1000,
     )
-    watches = Watch.objects.bulk_create(
+    Watch.objects.bulk_create(
         (
             Watch(
                 device=device,
@@ -328,7 +330,7 @@ def build(shops: int, watched: int) -> Built:
         cursor.execute("ANALYZE")
         cursor.execute("SELECT MAX(id) FROM watches_pricepoint")
         last_point = cursor.fetchone()[0]
-    return Built([listing.pk for listing in listings], [w.pk for w in watches], last_point)
+    return Built([listing.pk for listing in listings], last_point)
 
 
 def reset(built: Built, path: str, clock: SimClock, fake, args: argparse.Namespace) -> None:
@@ -438,9 +440,9 @@ def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
         to_status__in=(Status.SENT, Status.DROPPED, Status.FAILED)
     ).aggregate(at=Max("at"))["at"]
     # Drained: every row sent or dropped (a failed row was never told, nor judged moot).
-    open_ = (Status.PENDING, Status.RETRY, Status.SENDING, Status.FAILED)
+    not_drained = (Status.PENDING, Status.RETRY, Status.SENDING, Status.FAILED)
     drained = None
-    if ended is not None and not any(final[status] for status in open_):
+    if ended is not None and not any(final[status] for status in not_drained):
         drained = (ended - T0).total_seconds()
     retry_events = OutboxEvent.objects.filter(to_status=Status.RETRY)
     retries = Counter(dict(retry_events.values_list("reason").annotate(n=Count("id")).order_by()))
@@ -459,7 +461,6 @@ def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
         pages=pages,
         final=final,
         retries=retries,
-        retried_rows=retry_events.values("outbox_id").distinct().count(),
         busiest=_busiest(fake.by_second),
         too_many=fake.too_many - too_many_before,
         fresh_sent=fresh_sent,
