@@ -53,9 +53,10 @@ from django.utils import timezone
 from common.instances import load, load_by_id
 from common.longlived import fewer_collections
 from common.lookups import one_of
+from common.retrying import retrying
 from outbox import digests
 from outbox.channels.base import DeliveryKind
-from outbox.claims import claim_due, new_holder, recover_expired_leases
+from outbox.claims import Claim, claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
 from outbox.holds import hold_quiet_rows
@@ -150,7 +151,9 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
     """Recover expired leases, then claim and process batches until nothing is due, `limit`
     rows were taken or the `deadline` (monotonic) passed."""
     result = cycle.result
-    result.recovered = recover_expired_leases(cycle.clock())
+    # Every step that writes is one transaction, run again when the database ends it to
+    # break a deadlock (`common.retrying`): such a failure costs a pause, not the cycle.
+    result.recovered = retrying(lambda: recover_expired_leases(cycle.clock()))
     remaining = limit
     while remaining is None or remaining > 0:
         size = (
@@ -158,7 +161,7 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
             if remaining is None
             else min(remaining, settings.OUTBOX_BATCH_SIZE)
         )
-        claim = claim_due(cycle.holder, size, cycle.clock())
+        claim = _claim(cycle, size)
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded
         again = len(cycle.again)
@@ -171,11 +174,15 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
             return
 
 
+def _claim(cycle: _Cycle, size: int) -> Claim:
+    return retrying(lambda: claim_due(cycle.holder, size, cycle.clock()))
+
+
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
     with Lease(cycle.holder, {row.id: row.attempts for row in rows}, cycle.clock) as lease:
         decisions, held = _decide_and_deliver(cycle, rows, lease)
-    return record(rows, decisions, cycle.holder, cycle.clock) + held
+    return retrying(lambda: record(rows, decisions, cycle.holder, cycle.clock)) + held
 
 
 def _decide_and_deliver(
@@ -191,7 +198,7 @@ def _decide_and_deliver(
             decisions[row.id] = Decision(Status.DROPPED, reason)
         else:
             live.append(row)
-    live, held = hold_quiet_rows(live, cycle.holder, cycle.clock())
+    live, held = retrying(lambda: hold_quiet_rows(live, cycle.holder, cycle.clock()))
 
     # A product watch's row is re-checked on the product's offers (one request per product),
     # a listing watch's on its listing.
