@@ -7,7 +7,9 @@ nothing is told twice and nothing is lost — round after round."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -40,53 +42,57 @@ WATCHES, DAYS, DEVICES, BATCH = 8, 30, 2, 5
 def test_dispatchers_over_overlapping_backlogs_end_every_cycle_without_an_error(
     push_service, full, figures, tmp_path
 ):
-    rounds = 20 if full else 2
+    rounds = 100 if full else 10
     push_service.delay = 0.05
     devices = subscribed_devices(push_service, DEVICES)
     listings = demo_listings(DEVICES * 2)
     env = child_env(OUTBOX_BATCH_SIZE=BATCH)
+    go = tmp_path / "go"
+    ready = [tmp_path / f"ready-{n}" for n in range(PROCESSES)]
+    # The same processes round after round: each round they start their cycles together.
+    procs = [
+        start_dispatcher(env, tmp_path, f"d{n}", ready=ready[n], go=go, rounds=rounds)
+        for n in range(PROCESSES)
+    ]
     totals: Counter[str] = Counter()
     errors: list[str] = []
     deadlocks_before = _deadlocks()
-    for run in range(rounds):
-        watches = _backlog(devices, listings)
-        before = set(DispatchRun.objects.values_list("id", flat=True))
-        go = tmp_path / f"go-{run}"
-        ready = [tmp_path / f"ready-{run}-{n}" for n in range(PROCESSES)]
-        procs = [
-            start_dispatcher(env, tmp_path, f"d{run}-{n}", ready=ready[n], go=go)
-            for n in range(PROCESSES)
-        ]
-        try:
-            wait_for(ready, procs, timeout=60)
-            go.touch()
-            for proc in procs:
-                proc.wait(timeout=300)
-        finally:
-            for proc in procs:
-                stop(proc)
-        logs = "\n".join(log_tail(tmp_path, f"d{run}-{n}") for n in range(PROCESSES))
-        assert all(proc.returncode == 0 for proc in procs), logs
+    try:
+        wait_for(ready, procs, timeout=60)
+        for run in range(1, rounds + 1):
+            watches = _backlog(devices, listings)
+            before = set(DispatchRun.objects.values_list("id", flat=True))
+            (go if run == 1 else tmp_path / f"go-{run}").touch()
+            _wait_for_round([Path(f"{path}-{run}") for path in ready], procs)
 
-        runs = DispatchRun.objects.exclude(id__in=before)
-        failed = [error for error in runs.values_list("error", flat=True) if error]
-        errors += failed
-        rows = list(Outbox.objects.filter(watch__in=watches).order_by("watch_id", "detected_at"))
-        outcomes = Counter((row.status, row.reason) for row in rows)
-        newest = {dedup_key(row) for row in {row.watch_id: row for row in rows}.values()}
-        keys = {dedup_key(row) for row in rows}
-        told = {key: n for key, n in push_service.deliveries_by_tag().items() if key in keys}
-        totals.update(
-            rows=len(rows),
-            cycles=runs.count(),
-            failed_cycles=len(failed),
-            sent=outcomes[(Status.SENT, Reason.DELIVERED)],
-            superseded=outcomes[(Status.DROPPED, Reason.SUPERSEDED)],
-            told=sum(told.values()),
-            told_twice=sum(1 for n in told.values() if n > 1),
-            told_older=len(told.keys() - newest),
-            lost=len(newest - told.keys()),
-        )
+            runs = DispatchRun.objects.exclude(id__in=before)
+            failed = [error for error in runs.values_list("error", flat=True) if error]
+            errors += failed
+            rows = list(
+                Outbox.objects.filter(watch__in=watches).order_by("watch_id", "detected_at")
+            )
+            outcomes = Counter((row.status, row.reason) for row in rows)
+            newest = {dedup_key(row) for row in {row.watch_id: row for row in rows}.values()}
+            keys = {dedup_key(row) for row in rows}
+            told = {key: n for key, n in push_service.deliveries_by_tag().items() if key in keys}
+            totals.update(
+                rows=len(rows),
+                cycles=runs.count(),
+                failed_cycles=len(failed),
+                sent=outcomes[(Status.SENT, Reason.DELIVERED)],
+                superseded=outcomes[(Status.DROPPED, Reason.SUPERSEDED)],
+                told=sum(told.values()),
+                told_twice=sum(1 for n in told.values() if n > 1),
+                told_older=len(told.keys() - newest),
+                lost=len(newest - told.keys()),
+            )
+        for proc in procs:
+            proc.wait(timeout=60)
+    finally:
+        for proc in procs:
+            stop(proc)
+    logs = "\n".join(log_tail(tmp_path, f"d{n}") for n in range(PROCESSES))
+    assert all(proc.returncode == 0 for proc in procs), logs
     figures(
         "deadlocks",
         processes=PROCESSES,
@@ -138,6 +144,20 @@ def _backlog(devices, listings) -> list[Watch]:
         == WATCHES * DAYS
     )
     return watches
+
+
+def _wait_for_round(done: list[Path], procs: list, timeout: float = 120) -> None:
+    """Until every process says it finished the round (the last round's then exit)."""
+    deadline = time.monotonic() + timeout
+    while not all(path.exists() for path in done):
+        dead = [
+            p.args
+            for p, path in zip(procs, done, strict=True)
+            if p.poll() is not None and not path.exists()
+        ]
+        if dead or time.monotonic() > deadline:
+            raise AssertionError(f"the round never ended (exited early: {dead})")
+        time.sleep(0.01)
 
 
 def _deadlocks() -> int:
