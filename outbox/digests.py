@@ -59,6 +59,25 @@ def plan(to_send: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Message]]:
     return sends
 
 
+def regroup(planned: Message, still: list[tuple[Outbox, Message]]) -> tuple[Outbox, Message] | None:
+    """A planned delivery (`planned`: a row's message or a digest) once its rows were judged
+    again right before it is handed over: `still` are those that still hold, each with its
+    fresh message. None when none does; a row alone sends its own message; several stay a
+    digest of the same part (its Topic and tag)."""
+    if not still:
+        return None
+    if len(still) == 1:
+        return still[0]
+    lead = still[0][0]
+    return lead, build_digest(still, lead.device.language, _part(planned.tag))
+
+
+def _part(tag: str) -> int:
+    """The part of a split group a digest's tag names (`digest_tag`): 0 for `digest`."""
+    number = tag.removeprefix(f"{DIGEST_TAG}-")
+    return int(number) - 1 if number != tag and number.isdigit() else 0
+
+
 def digest_id(row_ids: list[int] | tuple[int, ...]) -> str:
     """Stable for a set of rows, whatever their order: `d<lowest id>-<8 hex digits>`."""
     ids = sorted(row_ids)

@@ -66,9 +66,6 @@ class Decision:
     # A retry that does not count toward OUTBOX_MAX_RETRY (our own outage, not the shop's
     # or the channel's): the row keeps its retry count and waits its current backoff.
     counted: bool = True
-    # A retry due again at once instead of after its backoff: the value a delivery was held
-    # back for was one the dispatcher reused, not one it had just asked for (`dispatch`).
-    at_once: bool = False
 
 
 def guard(row: Outbox) -> Reason | None:

@@ -114,7 +114,5 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     elif to == Status.RETRY:
         if decision.counted:
             increment = ("retry_count",)
-        values["next_attempt_at"] = (
-            now if decision.at_once else now + backoff(row.retry_count, decision.retry_after)
-        )
+        values["next_attempt_at"] = now + backoff(row.retry_count, decision.retry_after)
     return Outcome(to, decision.reason, decision.detail, decision.data, values, increment)
