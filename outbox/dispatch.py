@@ -295,13 +295,25 @@ def _deliver_in_steps(
             step = _still_to_send(step, decisions, by_id)
         if not step:
             continue
-        lease.beat(starting=[row_id for row, m in step for row_id in m.rows or (row.id,)])
-        started = time.monotonic()
+        # The intent of each row, with the digest it goes out in (a re-send after a crash
+        # keeps that form: `digests.plan`).
+        lease.beat(
+            starting=[row_id for row, m in step for row_id in m.rows or (row.id,)],
+            digests={
+                row_id: {"id": m.digest_id, "tag": m.tag}
+                for _, m in step
+                if m.digest_id
+                for row_id in m.rows
+            },
+        )
+        # On the clock the gate reads ages on (`outbox.delivery`): the pace is what decides
+        # how old a value may be when its step is handed over.
+        started = timezone.now()
         delivered = deliver_all(step, cycle.clock, lease, fresh_at)
         # Deliveries the gate held back return at once: they say nothing of the channel.
         pace.measured(
             sum(1 for _, delivery in delivered if delivery.answered_at is not None),
-            time.monotonic() - started,
+            (timezone.now() - started).total_seconds(),
         )
         back = []
         for (row, message), (_, delivery) in zip(step, delivered, strict=True):

@@ -239,8 +239,9 @@ def test_a_value_asked_anew_that_grows_too_old_again_waits_its_backoff_counted(
 def test_a_delivery_that_aged_behind_a_slow_one_goes_back_for_the_next_step_once(
     recording_channel, frozen, settings, monkeypatch, marketplace
 ):
-    """One delivery at a time, three rows. After the first step the channel looks quick, so
-    the next step hands over the two others; the first of them takes 31 s. The last one's
+    """One delivery at a time, three rows. The first step's delivery takes 1 s, so the next
+    step hands over the two others (the channel takes ten in a third of the bound); the
+    first of them takes 31 s. The last one's
     value, young when the step began, is 31 s old when its turn comes: it aged waiting for
     the channel, so it goes back for the next step, which asks its listing again — and it
     goes out, uncounted. When that answer itself takes 31 s to come (the marketplace is
@@ -253,7 +254,7 @@ def test_a_delivery_that_aged_behind_a_slow_one_goes_back_for_the_next_step_once
         enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
         for _ in range(3)
     ]
-    shifts = iter([0, 31])
+    shifts = iter([1, 31])
     recording_channel.during = lambda: frozen.shift(dt.timedelta(seconds=next(shifts, 0)))
     fetch, calls = services.fetch, []
 

@@ -20,7 +20,7 @@ import time_machine
 from django.utils import timezone
 
 from outbox.dispatch import run_cycle
-from outbox.models import Outbox
+from outbox.models import Outbox, Reason
 from tests.factories import DeviceFactory, ListingFactory
 from watches.models import Trigger, Watch
 from watches.polling import poll
@@ -98,12 +98,15 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
                 rounds=rounds,
                 detected=found["detected"],
                 sent=sent,
+                dropped_on_recheck=found["dropped"],
+                counted_retries=found["retries"],
                 no_longer_held=stale,
                 no_longer_held_pct=round(100 * stale / sent, 2) if sent else 0,
                 dispatch_requests=found["requests"],
                 requests_per_sent=round(found["requests"] / sent, 2) if sent else 0,
             )
             assert sent > 0
+            assert found["retries"] == 0, "a quick marketplace and a healthy channel"
 
 
 def _rounds(ichiba, channel, traveller, market, codes, rounds, per_listing) -> dict:
@@ -122,7 +125,7 @@ def _rounds(ichiba, channel, traveller, market, codes, rounds, per_listing) -> d
         )
         for code in codes
     ]
-    found: dict = {"detected": 0, "told": [], "requests": 0}
+    found: dict = {"detected": 0, "told": [], "requests": 0, "dropped": 0, "retries": 0}
     for round_ in range(rounds):
         traveller.move_to(start + dt.timedelta(minutes=10 * round_))
         watches = Watch.objects.bulk_create(
@@ -145,6 +148,9 @@ def _rounds(ichiba, channel, traveller, market, codes, rounds, per_listing) -> d
             row = Outbox.objects.select_related("watch__listing").get(pk=row_id)
             went_out = row.sent_at.timestamp() - DELIVERY_SECONDS
             found["told"].append(market.price(row.watch.listing.item_code, went_out))
-        found["detected"] += Outbox.objects.filter(watch__in=watches).count()
+        rows = Outbox.objects.filter(watch__in=watches)
+        found["detected"] += rows.count()
+        found["dropped"] += rows.filter(reason=Reason.CONDITION_LOST).count()
+        found["retries"] += sum(rows.values_list("retry_count", flat=True))
         Watch.objects.filter(pk__in=[w.pk for w in watches]).update(removed_at=timezone.now())
     return found
