@@ -180,11 +180,19 @@ def transition_one(row_id: int, outcome: Outcome, **kwargs: Any) -> bool:
     return False
 
 
-def renew_lease(fence: Fence, now: dt.datetime, *, starting: Iterable[int] = ()) -> set[int]:
+def renew_lease(
+    fence: Fence,
+    now: dt.datetime,
+    *,
+    starting: Iterable[int] = (),
+    digests: Mapping[int, Mapping[str, Any]] | None = None,
+) -> set[int]:
     """The heartbeat of a claim: rows still `sending` under `fence` get `claimed_at = now`
     (their lease starts again), and those in `starting` also `attempt_started_at = now` (the
-    intent, written before their delivery starts). No status moves and no event is written.
-    Returns the ids still held — a row missing was taken over and must not be delivered."""
+    intent, written before their delivery starts) and `attempt_digest` — the digest each
+    goes out in (`digests`, by row id), or null for a row going alone. No status moves and
+    no event is written. Returns the ids still held — a row missing was taken over and must
+    not be delivered."""
     ids = sorted(fence.attempts or {})
     starting = set(starting)
     held: set[int] = set()
@@ -199,6 +207,10 @@ def renew_lease(fence: Fence, now: dt.datetime, *, starting: Iterable[int] = ())
             intent = {row_id: now for row_id in chunk if row_id in starting}
             if intent:
                 columns["attempt_started_at"] = intent
+                columns["attempt_digest"] = {
+                    row_id: dict(digests[row_id]) if digests and row_id in digests else None
+                    for row_id in intent
+                }
             won = _update_returning(
                 chunk, columns, (), frozenset({Status.SENDING}), fence, record_previous=False
             )
