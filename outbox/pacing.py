@@ -35,8 +35,8 @@ class Pace:
 
     def step_size(self) -> int:
         """How many deliveries the next step hands over: one per worker, and as many more as
-        the channel takes in STEP_SHARE of the bound at the measured pace — a whole number of
-        rounds of the workers, so that none waits idle for a step's last delivery."""
+        the channel takes in STEP_SHARE of the bound at the measured pace — a whole multiple of
+        the workers, so that none waits idle for a step's last delivery."""
         if self.per_second is None:
             return self.workers
         more = int(self.per_second * self.bound * STEP_SHARE)

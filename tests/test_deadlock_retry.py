@@ -72,7 +72,7 @@ def _retried(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "common.retrying"]
 
 
-# --- the helper --------------------------------------------------------------------------
+# --- common.retrying ----------------------------------------------------------------------
 
 
 def test_an_error_that_is_not_the_database_breaking_a_deadlock_is_raised_at_once():

@@ -1,4 +1,4 @@
-"""The pace of a batch's deliveries (`outbox.pacing`): steps a whole number of rounds of the
+"""The pace of a batch's deliveries (`outbox.pacing`): steps a whole multiple of the
 workers, as long as the channel takes in a third of the bound, and a value let through a
 step's re-check young enough for the step's last delivery to start within the bound."""
 
@@ -23,7 +23,7 @@ def test_a_slow_channel_gets_steps_it_keeps_up_with_and_values_young_enough_for_
     assert pace.fresh_within(48) == dt.timedelta(seconds=15)
 
 
-def test_a_step_is_a_whole_number_of_rounds_of_the_workers():
+def test_a_step_is_a_whole_multiple_of_the_workers():
     pace = Pace(workers=2, bound=6)
     pace.measured(2, 2.5)
     assert pace.step_size() == 4

@@ -4,10 +4,10 @@ nothing to claim (or for at most --max-seconds), then prints its totals as one J
 Settings come from the environment, as for any Yasugoro process (DATABASE_URL,
 DJANGO_SETTINGS_MODULE, PUSH_SERVICE_HOSTS, OUTBOX_*). With --ready/--go it touches the first
 file once Django is set up and waits for the second to exist, so several processes can start
-their first cycle together. With --rounds N it does that N times without starting again:
-after round k it touches <ready>-<k>, and round k + 1 waits for <go>-<k + 1>.
+their first cycle together. With --passes N it does that N times without starting again:
+after pass k it touches <ready>-<k>, and pass k + 1 waits for <go>-<k + 1>.
 
-    python tests/reliability/run_dispatcher.py [--ready FILE --go FILE [--rounds N]]
+    python tests/reliability/run_dispatcher.py [--ready FILE --go FILE [--passes N]]
         [--max-seconds N]
 """
 
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--ready", type=Path)
     parser.add_argument("--go", type=Path)
     parser.add_argument("--max-seconds", type=float, default=300.0)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--passes", type=int, default=1)
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -39,9 +39,9 @@ def main() -> None:
     if args.ready:
         args.ready.touch()
     totals = {"cycles": 0, "claimed": 0, "sent": 0, "dropped": 0, "retry": 0, "failed": 0}
-    for round_ in range(1, args.rounds + 1):
+    for pass_ in range(1, args.passes + 1):
         if args.go:
-            _wait_for(args.go if round_ == 1 else Path(f"{args.go}-{round_}"))
+            _wait_for(args.go if pass_ == 1 else Path(f"{args.go}-{pass_}"))
         stop_at = time.monotonic() + args.max_seconds
         while time.monotonic() < stop_at:
             result = run_cycle()
@@ -52,8 +52,8 @@ def main() -> None:
                     totals[key] += value
             if result.claimed == 0:
                 break
-        if args.rounds > 1 and args.ready:
-            Path(f"{args.ready}-{round_}").touch()
+        if args.passes > 1 and args.ready:
+            Path(f"{args.ready}-{pass_}").touch()
     print(json.dumps(totals), flush=True)
 
 

@@ -2,7 +2,7 @@
 drops, lease beats and recordings lock overlapping rows at the same moments, and the
 database breaks any deadlock among them by failing one statement. No cycle may end on it:
 every `DispatchRun` ends without an error, every watch is told once (its newest detection),
-nothing is told twice and nothing is lost — round after round."""
+nothing is told twice and nothing is lost — pass after pass."""
 
 from __future__ import annotations
 
@@ -42,16 +42,16 @@ WATCHES, DAYS, DEVICES, BATCH = 8, 30, 2, 5
 def test_dispatchers_over_overlapping_backlogs_end_every_cycle_without_an_error(
     push_service, full, figures, tmp_path
 ):
-    rounds = 100 if full else 10
+    passes = 100 if full else 10
     push_service.delay = 0.05
     devices = subscribed_devices(push_service, DEVICES)
     listings = demo_listings(DEVICES * 2)
     env = child_env(OUTBOX_BATCH_SIZE=BATCH)
     go = tmp_path / "go"
     ready = [tmp_path / f"ready-{n}" for n in range(PROCESSES)]
-    # The same processes round after round: each round they start their cycles together.
+    # The same processes pass after pass: each pass they start their cycles together.
     procs = [
-        start_dispatcher(env, tmp_path, f"d{n}", ready=ready[n], go=go, rounds=rounds)
+        start_dispatcher(env, tmp_path, f"d{n}", ready=ready[n], go=go, passes=passes)
         for n in range(PROCESSES)
     ]
     totals: Counter[str] = Counter()
@@ -59,7 +59,7 @@ def test_dispatchers_over_overlapping_backlogs_end_every_cycle_without_an_error(
     deadlocks_before = _deadlocks()
     try:
         wait_for(ready, procs, timeout=60)
-        for run in range(1, rounds + 1):
+        for run in range(1, passes + 1):
             watches = _backlog(devices, listings)
             before = set(DispatchRun.objects.values_list("id", flat=True))
             (go if run == 1 else tmp_path / f"go-{run}").touch()
@@ -96,7 +96,7 @@ def test_dispatchers_over_overlapping_backlogs_end_every_cycle_without_an_error(
     figures(
         "deadlocks",
         processes=PROCESSES,
-        rounds=rounds,
+        passes=passes,
         rows=totals["rows"],
         cycles=totals["cycles"],
         failed_cycles=totals["failed_cycles"],
@@ -111,8 +111,8 @@ def test_dispatchers_over_overlapping_backlogs_end_every_cycle_without_an_error(
     assert totals["told_twice"] == 0
     assert totals["told_older"] == 0
     assert totals["lost"] == 0
-    assert totals["told"] == totals["sent"] == rounds * WATCHES
-    assert totals["superseded"] == rounds * WATCHES * (DAYS - 1)
+    assert totals["told"] == totals["sent"] == passes * WATCHES
+    assert totals["superseded"] == passes * WATCHES * (DAYS - 1)
 
 
 def _backlog(devices, listings) -> list[Watch]:
@@ -147,7 +147,7 @@ def _backlog(devices, listings) -> list[Watch]:
 
 
 def _wait_for_round(done: list[Path], procs: list, timeout: float = 120) -> None:
-    """Until every process says it finished the round (the last round's then exit)."""
+    """Until every process says it finished the pass (after the last pass they exit)."""
     deadline = time.monotonic() + timeout
     while not all(path.exists() for path in done):
         dead = [
@@ -156,7 +156,7 @@ def _wait_for_round(done: list[Path], procs: list, timeout: float = 120) -> None
             if p.poll() is not None and not path.exists()
         ]
         if dead or time.monotonic() > deadline:
-            raise AssertionError(f"the round never ended (exited early: {dead})")
+            raise AssertionError(f"the pass never ended (exited early: {dead})")
         time.sleep(0.01)
 
 

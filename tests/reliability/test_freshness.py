@@ -7,7 +7,7 @@ takes a moment per delivery. For each bound it counts the notifications that no 
 when they were sent — "at or below your ¥X" while the marketplace already asked more — and
 the requests the dispatcher spent at the marketplace. Time is simulated (time-machine), so a
 120 s bound costs no 120 s of waiting. The figures chose the default
-(docs/decisions/refetch-max-age.md); the small version runs a few rounds, the full one
+(docs/decisions/refetch-max-age.md); the small version runs a few passes, the full one
 (`--reliability-full`) the decision's."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Market:
 @pytest.mark.parametrize("bound", [5, 30, 120])
 @pytest.mark.django_db
 def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full, figures, bound):
-    rounds, listings_n, watches_per_listing = (40, 20, 5) if full else (4, 10, 2)
+    passes, listings_n, watches_per_listing = (40, 20, 5) if full else (4, 10, 2)
     settings.OUTBOX_REFETCH_MAX_AGE = bound
     settings.OUTBOX_DELIVERY_WORKERS = 1  # deliveries take simulated time one after another
     settings.RAKUTEN_RATE_PER_SECOND = 1000.0  # the simulated seconds are the limit here
@@ -79,14 +79,14 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
     with time_machine.travel(START, tick=False) as traveller:
         for name in ["busy", "calm"] if full else ["busy"]:
             codes = [f"{name}:item{i}" for i in range(listings_n)]
-            markets[name] = Market(codes, rounds * 600 + 600, seed=11, rate=MARKETS[name])
-            found = _rounds(
+            markets[name] = Market(codes, passes * 600 + 600, seed=11, rate=MARKETS[name])
+            found = _passes(
                 ichiba,
                 recording_channel,
                 traveller,
                 markets[name],
                 codes,
-                rounds,
+                passes,
                 watches_per_listing,
             )
             sent = len(found["told"])
@@ -95,7 +95,7 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
                 "freshness",
                 market=name,
                 bound=bound,
-                rounds=rounds,
+                passes=passes,
                 detected=found["detected"],
                 sent=sent,
                 dropped_on_recheck=found["dropped"],
@@ -109,8 +109,8 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
             assert found["retries"] == 0, "a quick marketplace and a healthy channel"
 
 
-def _rounds(ichiba, channel, traveller, market, codes, rounds, per_listing) -> dict:
-    """`rounds` times, 10 minutes apart: new watches on every listing, a poll, a dispatch
+def _passes(ichiba, channel, traveller, market, codes, passes, per_listing) -> dict:
+    """`passes` times, 10 minutes apart: new watches on every listing, a poll, a dispatch
     cycle 0–60 s later (the same delays for every bound). What was detected, the market's
     price at each delivery's start, and the dispatcher's requests."""
     rng = random.Random(7)
@@ -126,8 +126,8 @@ def _rounds(ichiba, channel, traveller, market, codes, rounds, per_listing) -> d
         for code in codes
     ]
     found: dict = {"detected": 0, "told": [], "requests": 0, "dropped": 0, "retries": 0}
-    for round_ in range(rounds):
-        traveller.move_to(start + dt.timedelta(minutes=10 * round_))
+    for pass_ in range(passes):
+        traveller.move_to(start + dt.timedelta(minutes=10 * pass_))
         watches = Watch.objects.bulk_create(
             Watch(
                 device=DeviceFactory(),

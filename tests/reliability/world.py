@@ -174,16 +174,16 @@ def start_cluster(env: dict[str, str], logs: Path, name: str) -> subprocess.Pope
 
 
 def start_dispatcher(
-    env: dict[str, str], logs: Path, name: str, *, ready: Path, go: Path, rounds: int = 1
+    env: dict[str, str], logs: Path, name: str, *, ready: Path, go: Path, passes: int = 1
 ) -> subprocess.Popen:
     """A dispatcher process (`run_dispatcher.py`): it touches `ready` once set up and starts
-    when `go` exists; with `rounds`, it touches `<ready>-<k>` after round k and starts round
+    when `go` exists; with `passes`, it touches `<ready>-<k>` after pass k and starts pass
     k + 1 when `<go>-<k + 1>` exists."""
     with open(logs / f"{name}.log", "w") as out:  # the child keeps its own copy
         return subprocess.Popen(
             [
                 *(sys.executable, str(RUNNER), "--ready", str(ready), "--go", str(go)),
-                *(("--rounds", str(rounds)) if rounds > 1 else ()),
+                *(("--passes", str(passes)) if passes > 1 else ()),
             ],
             cwd=ROOT,
             env=env,
