@@ -13,12 +13,18 @@ the cap.
 One notification per watch and channel may be in flight: the database refuses a second
 `sending` row (a partial unique index). Of a watch's backlog of due rows, a claim takes the
 newest detection and drops the older ones `superseded`.
+
+A claim waits for no other transaction's row lock (on PostgreSQL): what it selects is
+`SKIP LOCKED`, and what it claims or drops beyond that is locked lowest id first, skipping
+what another holds (`outbox.transitions`) — a row another dispatcher has locked is that
+dispatcher's to claim or drop, and one left due is seen by the next claim. Each of these
+steps is one transaction, which the dispatcher runs again when the database ends it to
+break a deadlock (`common.retrying`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 import socket
 import uuid
@@ -26,19 +32,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, transaction
 
 from outbox.models import Outbox, Reason, Status
 from outbox.queue import DueRow, select_due, select_due_siblings, select_expired
 from outbox.retries import backoff, used_every_retry
 from outbox.transitions import Outcome, transition, transition_each
-
-log = logging.getLogger("outbox.dispatch")
-
-# What the in-flight index does to a claim racing another dispatcher's for the same watch:
-# a unique violation once the other commits, or (PostgreSQL, two batches each waiting on the
-# other's rows) a deadlock the database breaks by failing one statement.
-_CONFLICT = (IntegrityError, OperationalError)
 
 
 def new_holder() -> str:
@@ -95,7 +94,7 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
         try:
             with transaction.atomic():
                 claim.ids = _claim(to_claim, holder, now) if to_claim else []
-        except _CONFLICT:
+        except IntegrityError:
             # Another dispatcher claimed a row of one of these watches since we selected:
             # claim key by key, and leave the watches it holds to it.
             claim.ids = []
@@ -105,7 +104,7 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
                 try:
                     with transaction.atomic():
                         claim.ids += _claim([row[0]], holder, now)
-                except _CONFLICT:
+                except IntegrityError:
                     newest[key] = _in_flight(key) or row
         claimed = set(claim.ids)
         older = {
@@ -120,17 +119,17 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
             for row in due
             if row[0] != newest[key][0] and row[0] not in claimed and row[3] <= newest[key][3]
         }
-        try:
-            with transaction.atomic():
-                claim.superseded = len(
-                    transition_each(
-                        older, expect=[Status.PENDING, Status.RETRY], actor=holder, now=now
-                    )
-                )
-        except _CONFLICT:
-            # Waiting on rows another dispatcher holds, which waits on ours: they stay due,
-            # and the next claim that sees them supersedes them.
-            log.warning("%s left %d older row(s) to supersede later", holder, len(older))
+        # Older rows another dispatcher holds stay due: the next claim that sees them
+        # supersedes them (or the row that went out does).
+        claim.superseded = len(
+            transition_each(
+                older,
+                expect=[Status.PENDING, Status.RETRY],
+                actor=holder,
+                now=now,
+                skip_locked=True,
+            )
+        )
     return claim
 
 
@@ -148,6 +147,7 @@ def _claim(ids: list[int], holder: str, now: dt.datetime) -> list[int]:
         expect=[Status.PENDING, Status.RETRY],
         actor=holder,
         now=now,
+        skip_locked=True,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from dataclasses import replace
 
 from django.utils import translation
 from django.utils.translation import ngettext
@@ -42,21 +43,81 @@ _LINE_TITLE = 40
 def plan(to_send: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Message]]:
     """The deliveries for a batch's sendable rows: one per device and channel — a row alone
     keeps its own message; several become a digest, delivered through their first row (the
-    channel reads the device from it), in the order they came."""
+    channel reads the device from it), in the order they came.
+
+    A row that may have been delivered already (a crash between its delivery and its
+    recording) goes out in the form it went out in then (`earlier_form`), so that the device
+    replaces what it showed instead of showing the item twice: alone with its own Topic and
+    tag, or in the part of a digest with that digest's Topic and tag — with the rows that
+    come with it now, or as a digest of one."""
     groups: dict[tuple[int, str], list[tuple[Outbox, Message]]] = defaultdict(list)
     for row, message in to_send:
         groups[(row.device_id, row.channel)].append((row, message))
     sends = []
     for (_, channel), group in groups.items():
         size = MAX_ITEMS.get(channel) or len(group)
-        for part, start in enumerate(range(0, len(group), size)):
-            chunk = group[start : start + size]
-            if len(chunk) == 1:
-                sends.append(chunk[0])
+        parts: dict[int, list[int]] = defaultdict(list)  # part -> indexes into group
+        fresh = []
+        for index, (row, message) in enumerate(group):
+            form = earlier_form(row)
+            if form is None:
+                fresh.append(index)
+            elif form == ALONE:
+                sends.append((row, message))
             else:
-                lead = chunk[0][0]
-                sends.append((lead, build_digest(chunk, lead.device.language, part)))
+                parts[_part(form["tag"])].append(index)
+        part = 0
+        for index in fresh:
+            while len(parts[part]) >= size:
+                part += 1
+            parts[part].append(index)
+        for part, indexes in sorted(parts.items()):
+            send = _send([group[index] for index in sorted(indexes)], part)
+            if send is not None:
+                sends.append(send)
     return sends
+
+
+def regroup(planned: Message, still: list[tuple[Outbox, Message]]) -> tuple[Outbox, Message] | None:
+    """A planned delivery (`planned`: a row's message or a digest) once its rows were judged
+    again right before it is handed over: `still` are those that still hold, each with its
+    fresh message, sent in the planned form (`_send`): a digest keeps its part."""
+    if not planned.items:
+        return still[0] if still else None
+    return _send(still, _part(planned.tag))
+
+
+# The form of a row that may have been delivered alone (`earlier_form`).
+ALONE = "alone"
+
+
+def earlier_form(row: Outbox) -> dict | str | None:
+    """How a row that may have been delivered already went out: the digest it was in
+    (`{"id", "tag"}`, written with its intent), or ALONE; None when nothing of it may have
+    reached the person."""
+    if getattr(row, "maybe_delivered", False) is not True:
+        return None
+    facts = row.attempt_digest
+    return facts if isinstance(facts, dict) and facts.get("tag") else ALONE
+
+
+def _send(items: list[tuple[Outbox, Message]], part: int) -> tuple[Outbox, Message] | None:
+    """`items` of one device and channel as one delivery of digest part `part`: a row alone
+    sends its own message unless it was in a digest before (then a digest of one)."""
+    if not items:
+        return None
+    if len(items) == 1 and earlier_form(items[0][0]) is None:
+        return items[0]
+    lead = items[0][0]
+    earlier = {form["id"] for row, _ in items if isinstance(form := earlier_form(row), dict)}
+    message = build_digest(items, lead.device.language, part)
+    return lead, replace(message, earlier=tuple(sorted(earlier - {message.digest_id})))
+
+
+def _part(tag: str) -> int:
+    """The part of a split group a digest's tag names (`digest_tag`): 0 for `digest`."""
+    number = tag.removeprefix(f"{DIGEST_TAG}-")
+    return int(number) - 1 if number != tag and number.isdigit() else 0
 
 
 def digest_id(row_ids: list[int] | tuple[int, ...]) -> str:

@@ -20,12 +20,15 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    observation rule) and is judged on the best offer in stock now, whichever shop it is;
 6. re-judges the trigger on the fresh value (and drops `already_notified` when a later
    delivery moved the watch's baseline past this detection) and builds the message from it;
-7. renews the batch's lease and records each delivery's intent (`outbox.lease`), groups
-   the rows sendable to one device on one channel into one digest (`outbox.digests`; a row
-   alone is sent as it is), delivers (`outbox.delivery`, a bounded thread pool, no
-   transaction open, the lease renewed while it runs) and records, row by row, `sent`
-   (moving the watch's `last_notified_*`), `retry` with backoff counted from the failure's
-   answer, `failed` at the cap, or `dropped` (`outbox.recording`).
+7. groups the rows sendable to one device on one channel into one digest (`outbox.digests`;
+   a row alone is sent as it is) and delivers in steps the channel keeps up with
+   (`outbox.pacing`): right before a step is handed over, each value it tells that could
+   be older than OUTBOX_REFETCH_MAX_AGE when its delivery starts is re-fetched and judged
+   again (5 and 6, for those rows), the lease is renewed with the step's intent
+   (`outbox.lease`), and the step goes out (`outbox.delivery`, a bounded thread pool, no
+   transaction open); then records, row by row, `sent` (moving the watch's
+   `last_notified_*`), `retry` with backoff counted from the failure's answer, `failed` at
+   the cap, or `dropped` (`outbox.recording`).
 
 Times come from an injectable clock (`outbox.clock`), read at the moment they describe: a
 claim's `claimed_at` when that batch is claimed, `sent_at` when the channel answered.
@@ -41,20 +44,22 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.utils import timezone
 
+from common.retrying import retrying
 from outbox import digests
-from outbox.channels.base import DeliveryKind
-from outbox.claims import claim_due, new_holder, recover_expired_leases
+from outbox.channels.base import DeliveryKind, Message
+from outbox.claims import Claim, claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
 from outbox.delivery import deliver_all
 from outbox.holds import hold_quiet_rows
 from outbox.lease import Lease
 from outbox.models import DispatchRun, Outbox, Status
+from outbox.pacing import Pace
 from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
@@ -91,9 +96,13 @@ class _Cycle:
     fetched: dict[int, tuple[dt.datetime, FetchResult]] = field(default_factory=dict)
     # product id -> the latest re-fetch of its offers this cycle, and when it was asked for
     offers: dict[int, tuple[dt.datetime, services.ProductAnswer]] = field(default_factory=dict)
-    # Rows whose delivery was held back for a reused value and that were made due again at
-    # once (`_again_at_once`): at most once per row per cycle.
-    again: set[int] = field(default_factory=set)
+    # How fast the channels took this cycle's deliveries (`outbox.pacing`): a batch starts at
+    # the pace the last one ended at.
+    pace: Pace = field(
+        default_factory=lambda: Pace(
+            settings.OUTBOX_DELIVERY_WORKERS, settings.OUTBOX_REFETCH_MAX_AGE
+        )
+    )
 
 
 def run_cycle(
@@ -140,7 +149,9 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
     """Recover expired leases, then claim and process batches until nothing is due, `limit`
     rows were taken or the `deadline` (monotonic) passed."""
     result = cycle.result
-    result.recovered = recover_expired_leases(cycle.clock())
+    # Every step that writes is one transaction, run again when the database ends it to
+    # break a deadlock (`common.retrying`): such a failure costs a pause, not the cycle.
+    result.recovered = retrying(lambda: recover_expired_leases(cycle.clock()))
     remaining = limit
     while remaining is None or remaining > 0:
         size = (
@@ -148,24 +159,26 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
             if remaining is None
             else min(remaining, settings.OUTBOX_BATCH_SIZE)
         )
-        claim = claim_due(cycle.holder, size, cycle.clock())
+        claim = _claim(cycle, size)
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded
-        again = len(cycle.again)
         if claim.ids:
             result.by_status.update(_process_batch(cycle, claim.ids))
         if remaining is not None:
             remaining -= len(claim.ids) + claim.superseded
-        # Rows this batch made due again at once are claimed again before the cycle ends.
-        if (claim.selected < size and len(cycle.again) == again) or time.monotonic() > deadline:
+        if claim.selected < size or time.monotonic() > deadline:
             return
+
+
+def _claim(cycle: _Cycle, size: int) -> Claim:
+    return retrying(lambda: claim_due(cycle.holder, size, cycle.clock()))
 
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:
     rows = _load(ids, cycle.holder)
     with Lease(cycle.holder, {row.id: row.attempts for row in rows}, cycle.clock) as lease:
         decisions, held = _decide_and_deliver(cycle, rows, lease)
-    return record(rows, decisions, cycle.holder, cycle.clock) + held
+    return retrying(lambda: record(rows, decisions, cycle.holder, cycle.clock)) + held
 
 
 def _decide_and_deliver(
@@ -181,96 +194,162 @@ def _decide_and_deliver(
             decisions[row.id] = Decision(Status.DROPPED, reason)
         else:
             live.append(row)
-    live, held = hold_quiet_rows(live, cycle.holder, cycle.clock())
+    live, held = retrying(lambda: hold_quiet_rows(live, cycle.holder, cycle.clock()))
 
-    # A product watch's row is re-checked on the product's offers (one request per product),
-    # a listing watch's on its listing.
-    fresh, asked = _refetch(
-        cycle, {row.watch.listing_id: row.watch.listing for row in live if not row.watch.product_id}
-    )
-    offers, asked_products = _refetch_products(
-        cycle, {row.watch.product_id for row in live if row.watch.product_id}
-    )
-    decisions.update(
-        decide(
-            live,
-            {pk: result for pk, (_, result) in fresh.items()},
-            {pk: answer for pk, (_, answer) in offers.items()},
-        )
-    )
+    # When each row's value was fetched: the send gate holds back a delivery whose value has
+    # grown older than OUTBOX_REFETCH_MAX_AGE by the time it comes up.
+    fresh_at: dict[int, dt.datetime] = {}
+    max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    _recheck(cycle, live, decisions, fresh_at, max_age)
     to_send = [
         (row, decisions[row.id].message) for row in live if decisions[row.id].message is not None
     ]
     if to_send:
-        # A beat right before the first delivery also records the intent of each.
-        lease.beat(starting=[row.id for row, _ in to_send])
-        # When each row's value was fetched: the send gate holds back a delivery whose
-        # value has grown older than OUTBOX_REFETCH_MAX_AGE by the time it comes up.
-        fresh_at = {
-            row.id: offers[row.watch.product_id][0]
-            if row.watch.product_id
-            else fresh[row.watch.listing_id][0]
-            for row, _ in to_send
-        }
-        # Several rows for one device and channel go out as one digest; each row still
-        # gets its own outcome from what the channel said about the digest.
+        # Several rows for one device and channel go out as one digest; each row still gets
+        # its own outcome from what the channel said about the digest.
         sends = digests.plan(to_send)
-        delivered = deliver_all(sends, cycle.clock, lease, fresh_at)
-        # Whose value this batch asked the marketplace for; any other was reused (a poll's
-        # observation, or an answer from earlier in the cycle).
-        reused = {
-            row.id
-            for row, _ in to_send
-            if (
-                row.watch.product_id not in asked_products
-                if row.watch.product_id
-                else row.watch.listing_id not in asked
-            )
-        }
-        for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
-            rows = message.rows or (row.id,)
-            for row_id in rows:
-                decisions[row_id].digest = digests.membership(message, row_id)
-                if delivery.gated_at is not None:
-                    age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
-                    decisions[row_id].data["fresh_age_seconds"] = round(age, 3)
-                apply_delivery(decisions[row_id], delivery)
-            if delivery.error is not None and delivery.error.kind == DeliveryKind.EXPIRED:
-                _again_at_once(cycle, decisions, rows, reused)
+        _deliver_in_steps(cycle, sends, {row.id: row for row in live}, decisions, fresh_at, lease)
     return decisions, held
 
 
-def _again_at_once(
-    cycle: _Cycle, decisions: dict[int, Decision], rows: tuple[int, ...], reused: set[int]
+def _recheck(
+    cycle: _Cycle,
+    rows: list[Outbox],
+    decisions: dict[int, Decision],
+    fresh_at: dict[int, dt.datetime],
+    within: dt.timedelta,
+) -> set[int]:
+    """Steps 5 and 6 for `rows`: the fresh value of each — a product watch's row on the
+    product's offers (one request per product), a listing watch's on its listing — at most
+    `within` old, then the trigger judged again on it. Writes each row's decision and when
+    its value was fetched. Returns the ids of the rows whose value was asked for now."""
+    fresh, asked = _refetch(
+        cycle,
+        {row.watch.listing_id: row.watch.listing for row in rows if not row.watch.product_id},
+        within,
+    )
+    offers, asked_products = _refetch_products(
+        cycle, {row.watch.product_id for row in rows if row.watch.product_id}, within
+    )
+    decisions.update(
+        decide(
+            rows,
+            {pk: result for pk, (_, result) in fresh.items()},
+            {pk: answer for pk, (_, answer) in offers.items()},
+        )
+    )
+    now_asked: set[int] = set()
+    for row in rows:
+        product = row.watch.product_id
+        answer = offers.get(product) if product else fresh.get(row.watch.listing_id)
+        if answer is not None:
+            fresh_at[row.id] = answer[0]
+        if (product in asked_products) if product else (row.watch.listing_id in asked):
+            now_asked.add(row.id)
+    return now_asked
+
+
+def _deliver_in_steps(
+    cycle: _Cycle,
+    sends: list[tuple[Outbox, Message]],
+    by_id: dict[int, Outbox],
+    decisions: dict[int, Decision],
+    fresh_at: dict[int, dt.datetime],
+    lease: Lease,
 ) -> None:
-    """A delivery (of `rows`: one, or a digest's) held back because a value it tells grew
-    older than the bound: when one of those values was reused rather than asked for by this
-    batch, the reuse is what made it old, not a slow marketplace or push service. Its rows
-    are then due again at once and the retry is not counted: the next attempt (in this
-    cycle) asks the marketplace, as it asks for a value older than the bound. Once per row
-    per cycle — a value asked for anew that grows too old as well waits its backoff,
-    counted, like any other. A digest stays one: once any of its rows was made due at once
-    this cycle, the whole digest waits its backoff."""
-    if not reused.intersection(rows) or cycle.again.intersection(rows):
-        return
-    cycle.again.update(rows)
-    for decision in map(decisions.__getitem__, rows):
-        decision.counted = False
-        decision.at_once = True
-        decision.data = {**(decision.data or {}), "reused_value": True}
+    """Step 7: deliver `sends` (each a row's message or a digest) in steps the channel keeps
+    up with (`outbox.pacing`). Right before a step is handed over, each row it tells whose
+    value could be older than OUTBOX_REFETCH_MAX_AGE when its delivery starts is re-fetched
+    and judged again (steps 5 and 6, for those rows): a row that no longer holds leaves its
+    delivery, one that still does is told its fresh value. A beat of the lease then writes
+    the step's rows' intent, and the step is delivered. A delivery the send gate still held
+    back for its value's age goes back for the next step, once, when none of its values
+    was just asked for (it aged waiting for the channel); otherwise the answer itself came
+    too late, and the row waits its backoff, counted. Each delivery's answer becomes each of
+    its rows' decision."""
+    pace = cycle.pace
+    waiting = deque(sends)
+    held_back: set[int] = set()
+    while waiting:
+        step = [waiting.popleft() for _ in range(min(pace.step_size(), len(waiting)))]
+        within = pace.fresh_within(len(step))
+        oldest = timezone.now() - within
+        aged = [
+            by_id[row_id]
+            for row, message in step
+            for row_id in message.rows or (row.id,)
+            if fresh_at[row_id] < oldest
+        ]
+        asked = _recheck(cycle, aged, decisions, fresh_at, within) if aged else set()
+        if aged:
+            step = _still_to_send(step, decisions, by_id)
+        if not step:
+            continue
+        # The intent of each row, with the digest it goes out in (a re-send after a crash
+        # keeps that form: `digests.plan`).
+        lease.beat(
+            starting=[row_id for row, m in step for row_id in m.rows or (row.id,)],
+            digests={
+                row_id: {"id": m.digest_id, "tag": m.tag}
+                for _, m in step
+                if m.digest_id
+                for row_id in m.rows
+            },
+        )
+        # On the clock the gate reads ages on (`outbox.delivery`): the pace is what decides
+        # how old a value may be when its step is handed over.
+        started = timezone.now()
+        delivered = deliver_all(step, cycle.clock, lease, fresh_at)
+        # Deliveries the gate held back return at once: they say nothing of the channel.
+        pace.measured(
+            sum(1 for _, delivery in delivered if delivery.answered_at is not None),
+            (timezone.now() - started).total_seconds(),
+        )
+        back = []
+        for (row, message), (_, delivery) in zip(step, delivered, strict=True):
+            rows = message.rows or (row.id,)
+            expired = delivery.error is not None and delivery.error.kind == DeliveryKind.EXPIRED
+            if expired and not asked.intersection(rows) and not held_back.intersection(rows):
+                held_back.update(rows)
+                back.append((row, message))
+                continue
+            for row_id in rows:
+                decision = decisions[row_id]
+                decision.digest = digests.membership(message, row_id)
+                if delivery.gated_at is not None:
+                    age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
+                    decision.data["fresh_age_seconds"] = round(age, 3)
+                apply_delivery(decision, delivery)
+        waiting.extendleft(reversed(back))
+
+
+def _still_to_send(
+    step: list[tuple[Outbox, Message]], decisions: dict[int, Decision], by_id: dict[int, Outbox]
+) -> list[tuple[Outbox, Message]]:
+    """The deliveries of `step` after some of their rows were judged again: each with the
+    rows that still hold, told their fresh values (`digests.regroup`)."""
+    still = []
+    for row, message in step:
+        holding = [
+            (by_id[row_id], decisions[row_id].message)
+            for row_id in message.rows or (row.id,)
+            if decisions[row_id].message is not None
+        ]
+        send = digests.regroup(message, holding)
+        if send is not None:
+            still.append(send)
+    return still
 
 
 def _refetch(
-    cycle: _Cycle, listings: dict[int, Listing]
+    cycle: _Cycle, listings: dict[int, Listing], within: dt.timedelta
 ) -> tuple[dict[int, tuple[dt.datetime, FetchResult]], set[int]]:
-    """The answer for each of `listings`, at most OUTBOX_REFETCH_MAX_AGE old: one asked for
-    earlier in this cycle is reused while it is that fresh, and so is a poll's (or another
-    dispatcher's) observation that fresh — the marketplace's budget is spent once; the
-    others are fetched now, at most once per listing per batch. An answer's time is when it
-    was asked for, or when a reused observation was made. Also the ids of the listings
-    asked about now."""
-    max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
-    oldest = cycle.clock() - max_age
+    """The answer for each of `listings`, at most `within` old: one asked for earlier in this
+    cycle is reused while it is that fresh, and so is a poll's (or another dispatcher's)
+    observation that fresh — the marketplace's budget is spent once; the others are fetched
+    now, at most once per listing per call. An answer's time is when it was asked for, or
+    when a reused observation was made. Also the ids of the listings asked about now."""
+    oldest = cycle.clock() - within
     stale = [
         listing
         for pk, listing in listings.items()
@@ -282,7 +361,7 @@ def _refetch(
         # The listings were loaded with this batch's rows (`_load`), a moment ago: a poll's
         # observation since then is missed at worst, and asked for once more.
         answers, reused = services.refetch_or_reuse(
-            stale, asked_at, fresh_within=max_age, as_loaded=True
+            stale, asked_at, fresh_within=within, as_loaded=True
         )
         cycle.fetched.update((pk, (_answered_at(asked_at, r), r)) for pk, r in answers.items())
         asked = answers.keys() - reused
@@ -299,12 +378,12 @@ def _answered_at(asked_at: dt.datetime, result: FetchResult) -> dt.datetime:
 
 
 def _refetch_products(
-    cycle: _Cycle, product_ids: set[int]
+    cycle: _Cycle, product_ids: set[int], within: dt.timedelta
 ) -> tuple[dict[int, tuple[dt.datetime, services.ProductAnswer]], set[int]]:
-    """Every shop's offer of each of `product_ids`, at most OUTBOX_REFETCH_MAX_AGE old, by the
-    rule of `_refetch`: one request per product and marketplace per batch, whatever the number
-    of rows that watch it. Also the ids of the products asked about now."""
-    oldest = cycle.clock() - dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
+    """Every shop's offer of each of `product_ids`, at most `within` old, by the rule of
+    `_refetch`: one request per product and marketplace per call, whatever the number of
+    rows that watch it. Also the ids of the products asked about now."""
+    oldest = cycle.clock() - within
     stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
     if stale:
         asked_at = cycle.clock()

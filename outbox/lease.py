@@ -29,6 +29,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
+from common.retrying import retrying
 from outbox.clock import Clock
 from outbox.transitions import Fence, renew_lease
 
@@ -102,12 +103,20 @@ class Lease:
         finally:
             connection.close()  # this thread's own connection
 
-    def beat(self, starting: Iterable[int] = ()) -> frozenset[int]:
-        """Renew the lease of the rows still held (and write the intent of `starting`).
-        Returns the rows still held."""
+    def beat(
+        self,
+        starting: Iterable[int] = (),
+        digests: Mapping[int, Mapping[str, str]] | None = None,
+    ) -> frozenset[int]:
+        """Renew the lease of the rows still held (and write the intent of `starting`, with
+        the digest each goes out in: `renew_lease`). Returns the rows still held. A beat the
+        database ends to break a deadlock is run again (`common.retrying`)."""
+        starting = tuple(starting)
         with self._beating:
             started = time.monotonic()
-            held = renew_lease(self.fence, self.clock(), starting=starting)
+            held = retrying(
+                lambda: renew_lease(self.fence, self.clock(), starting=starting, digests=digests)
+            )
             with self._lock:
                 self.held = frozenset(held)
                 self._expires = started + settings.OUTBOX_LEASE_SECONDS

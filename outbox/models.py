@@ -118,6 +118,11 @@ class Outbox(models.Model):
     # A lease expired after a delivery had started: the person may have the message already.
     # Never cleared; the history page and admin say so.
     maybe_delivered = models.BooleanField(_("may have been delivered"), db_default=False)
+    # The digest the row's last started delivery went out in — {"id": its id, "tag": its
+    # Topic and tag} — written with the intent, kept by the next claim; null when it went
+    # alone. A row that may have been delivered is sent again in the same form, so the
+    # device replaces what it showed (docs/decisions/0066-crash-resend-form.md).
+    attempt_digest = models.JSONField(_("digest of the attempt"), null=True, blank=True)
     sent_at = models.DateTimeField(_("sent at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now)
     updated_at = models.DateTimeField(_("updated at"), default=timezone.now)

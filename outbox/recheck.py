@@ -77,9 +77,6 @@ class Decision:
     # A retry that does not count toward OUTBOX_MAX_RETRY (our own outage, not the shop's
     # or the channel's): the row keeps its retry count and waits its current backoff.
     counted: bool = True
-    # A retry due again at once instead of after its backoff: the value a delivery was held
-    # back for was one the dispatcher reused, not one it had just asked for (`dispatch`).
-    at_once: bool = False
     # A retry due again exactly this many seconds after it was answered, instead of after its
     # backoff: a halted marketplace's next probe (`WAITING_UNTIL_SAID`).
     due_in: float | None = None

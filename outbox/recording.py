@@ -114,9 +114,7 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     elif to == Status.RETRY:
         if decision.counted:
             increment = ("retry_count",)
-        if decision.at_once:
-            values["next_attempt_at"] = now
-        elif decision.due_in is not None:
+        if decision.due_in is not None:
             values["next_attempt_at"] = now + dt.timedelta(seconds=decision.due_in)
         else:
             values["next_attempt_at"] = now + backoff(row.retry_count, decision.retry_after)

@@ -11,6 +11,11 @@ the row still carries both values it claimed with. A dispatcher whose lease expi
 therefore never record over the one that took the row over — not even when the same holder
 token claims the row again (a caller passing its own `holder` to every cycle), because that
 later claim carries a higher attempt number.
+
+On PostgreSQL every move first locks its rows lowest id first (`_lock_in_order`), whatever
+the order its UPDATE then visits them in: two moves over overlapping rows wait for each
+other in one order and cannot deadlock each other. A claim waits for no row at all
+(`skip_locked`): a row another transaction holds is left to it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transac
 from django.utils import timezone
 
 from common.counters import count_transition
-from common.lookups import among
+from common.lookups import among, one_of
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
 # to-status -> statuses it may be reached from
@@ -100,12 +105,18 @@ def transition(
     fence: Fence | None = None,
     actor: str = "",
     now: dt.datetime | None = None,
+    skip_locked: bool = False,
 ) -> list[int]:
     """Move the rows `ids` to the same `outcome`; see `transition_each`."""
     to = Status(outcome.to)
     check_allowed(to, expect if expect is not None else ALLOWED[to])
     return transition_each(
-        dict.fromkeys(ids, outcome), expect=expect, fence=fence, actor=actor, now=now
+        dict.fromkeys(ids, outcome),
+        expect=expect,
+        fence=fence,
+        actor=actor,
+        now=now,
+        skip_locked=skip_locked,
     )
 
 
@@ -116,27 +127,35 @@ def transition_each(
     fence: Fence | None = None,
     actor: str = "",
     now: dt.datetime | None = None,
+    skip_locked: bool = False,
 ) -> list[int]:
     """Move each row `id` of `outcomes` that is still in one of `expect` (default: every
     status allowed to reach its outcome's status) — and, with `fence`, still held by that
     claim — to its outcome. Returns the ids that moved, in one transaction.
 
+    On PostgreSQL the rows are locked lowest id first before any is written; with
+    `skip_locked` a row another transaction holds is not waited for and does not move.
     Rows going to the same status for the same reason share one conditional UPDATE per
     chunk; a column every row of the chunk gives the same value is a plain assignment, one
     that differs a CASE over the ids. `status`, `reason`, `detail` and `updated_at` are always
     written, and every moved row gets one OutboxEvent.
     """
-    groups: dict[tuple[Status, str, tuple[str, ...]], list[int]] = defaultdict(list)
-    for row_id, outcome in outcomes.items():
-        groups[(Status(outcome.to), str(outcome.reason), outcome.increment)].append(row_id)
-    allowed = {
-        to: check_allowed(to, expect if expect is not None else ALLOWED[to]) for to, _, _ in groups
-    }
+    tos = {Status(outcome.to) for outcome in outcomes.values()}
+    allowed = {to: check_allowed(to, expect if expect is not None else ALLOWED[to]) for to in tos}
     if not outcomes:
         return []
     now = now or timezone.now()
     moved: list[int] = []
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            locked = _lock_in_order(
+                outcomes, frozenset().union(*allowed.values()), fence, skip_locked=skip_locked
+            )
+            if skip_locked:
+                outcomes = {row_id: outcomes[row_id] for row_id in locked}
+        groups: dict[tuple[Status, str, tuple[str, ...]], list[int]] = defaultdict(list)
+        for row_id, outcome in outcomes.items():
+            groups[(Status(outcome.to), str(outcome.reason), outcome.increment)].append(row_id)
         for (to, reason, increment), ids in groups.items():
             for start in range(0, len(ids), _CHUNK):
                 chunk = ids[start : start + _CHUNK]
@@ -161,25 +180,61 @@ def transition_one(row_id: int, outcome: Outcome, **kwargs: Any) -> bool:
     return False
 
 
-def renew_lease(fence: Fence, now: dt.datetime, *, starting: Iterable[int] = ()) -> set[int]:
+def renew_lease(
+    fence: Fence,
+    now: dt.datetime,
+    *,
+    starting: Iterable[int] = (),
+    digests: Mapping[int, Mapping[str, Any]] | None = None,
+) -> set[int]:
     """The heartbeat of a claim: rows still `sending` under `fence` get `claimed_at = now`
     (their lease starts again), and those in `starting` also `attempt_started_at = now` (the
-    intent, written before their delivery starts). No status moves and no event is written.
-    Returns the ids still held — a row missing was taken over and must not be delivered."""
+    intent, written before their delivery starts) and `attempt_digest` — the digest each
+    goes out in (`digests`, by row id), or null for a row going alone. No status moves and
+    no event is written. Returns the ids still held — a row missing was taken over and must
+    not be delivered."""
     ids = sorted(fence.attempts or {})
     starting = set(starting)
     held: set[int] = set()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        columns: dict[str, dict[int, Any]] = {"claimed_at": dict.fromkeys(chunk, now)}
-        intent = {row_id: now for row_id in chunk if row_id in starting}
-        if intent:
-            columns["attempt_started_at"] = intent
-        won = _update_returning(
-            chunk, columns, (), frozenset({Status.SENDING}), fence, record_previous=False
-        )
-        held.update(row_id for row_id, _ in won)
+    if not ids:
+        return held
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            _lock_in_order(ids, frozenset({Status.SENDING}), fence)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            columns: dict[str, dict[int, Any]] = {"claimed_at": dict.fromkeys(chunk, now)}
+            intent = {row_id: now for row_id in chunk if row_id in starting}
+            if intent:
+                columns["attempt_started_at"] = intent
+                columns["attempt_digest"] = {
+                    row_id: dict(digests[row_id]) if digests and row_id in digests else None
+                    for row_id in intent
+                }
+            won = _update_returning(
+                chunk, columns, (), frozenset({Status.SENDING}), fence, record_previous=False
+            )
+            held.update(row_id for row_id, _ in won)
     return held
+
+
+def _lock_in_order(
+    ids: Iterable[int],
+    statuses: frozenset[Status],
+    fence: Fence | None,
+    *,
+    skip_locked: bool = False,
+) -> list[int]:
+    """PostgreSQL, inside the caller's transaction: lock the rows of `ids` still in one of
+    `statuses` (and, with `fence`, claimed by its holder), lowest id first — an UPDATE
+    joined to its ids visits them in whatever order its plan chooses, and two that meet in
+    opposite orders deadlock. With `skip_locked`, rows another transaction holds are left
+    out instead of waited for. Returns the ids locked."""
+    rows = Outbox.objects.filter(one_of("id", sorted(ids)), status__in=sorted(statuses))
+    if fence is not None:
+        rows = rows.filter(claimed_by=fence.holder)
+    locking = rows.order_by("id").select_for_update(skip_locked=skip_locked)
+    return list(locking.values_list("id", flat=True))
 
 
 def _columns(

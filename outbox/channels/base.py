@@ -64,6 +64,10 @@ class Message:
     items: tuple[Message, ...] = ()
     rows: tuple[int, ...] = ()
     digest_id: str = ""
+    # The ids of earlier digests that told some of these rows and may have reached the
+    # person (a re-send after a crash, with other rows than then): an e-mail names their
+    # mails in In-Reply-To and References.
+    earlier: tuple[str, ...] = ()
 
     def as_json(self) -> dict:
         return {

@@ -3,7 +3,9 @@ production, the console under `make run`).
 
 Each mail has a text and an HTML part in the device's language, a `Message-ID` fixed by the
 outbox row — or, for a digest of several rows (`outbox.digests`), by the digest's rows — (a
-re-send after a crash is the same message, which mail clients fold), and the
+re-send after a crash is the same message, which mail clients fold; a digest re-sent with
+other rows than then answers the earlier mail, In-Reply-To and References, so it shows in
+that thread, after it), and the
 RFC 8058 headers `List-Unsubscribe` (a signed URL) and `List-Unsubscribe-Post:
 List-Unsubscribe=One-Click`, with the same link in the body.
 
@@ -65,6 +67,13 @@ def message_id(row: Outbox, message: Message | None = None) -> str:
     return f"<outbox-{row.pk}@{_domain()}>"
 
 
+def earlier_ids(message: Message) -> list[str]:
+    """The Message-IDs of earlier digests this mail tells rows of again (a re-send after a
+    crash, with other rows than then): it answers them (In-Reply-To, References), so a mail
+    client shows it in their thread, after them, rather than as a new message."""
+    return [f"<outbox-digest-{digest}@{_domain()}>" for digest in message.earlier]
+
+
 def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
     device = row.device
     unsubscribe_url = settings.SITE_URL + reverse(
@@ -97,6 +106,10 @@ def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
             "Auto-Submitted": "auto-generated",
         },
     )
+    earlier = earlier_ids(message)
+    if earlier:
+        mail.extra_headers["In-Reply-To"] = " ".join(earlier)
+        mail.extra_headers["References"] = " ".join(earlier)
     mail.attach_alternative(html, "text/html")
     return mail
 

@@ -28,7 +28,7 @@ from watches.models import Listing, NotifyVia, Product, Trigger
 
 pytestmark = BROWSER_MARKS
 
-AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe.min.js"
+AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe.min.js"
 JAN = "4901750404406"
 NAME = "スコッティ フラワーパック 12ロール ダブル"
 # What axe answers, reduced to what a failure message needs.

@@ -167,10 +167,10 @@ def test_a_browser_refusing_push_says_why_and_offers_email(browser, live_server)
     context, page = phone(browser)
     page.add_init_script(REFUSING_PUSH)
     page.goto(f"{live_server.url}/watches/")
-    page.wait_for_function("document.getElementById('push-settings').dataset.browserActive")
+    page.wait_for_function("() => document.getElementById('push-settings').dataset.browserActive")
     page.get_by_role("button", name="Turn push notifications on").click()
     page.wait_for_function(
-        "document.querySelector('[data-push-status]').textContent.includes('private window')"
+        "() => document.querySelector('[data-push-status]').textContent.includes('private window')"
     )
     status = page.locator("[data-push-status]").inner_text()
     assert "blocked for this site" in status and "without web push" in status

@@ -19,6 +19,7 @@ from outbox.channels.webpush import _PAYLOAD_LIMIT, _size, payload
 from outbox.digests import DIGEST_TAG, MAX_ITEMS, digest_id, first_row
 from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue_many
+from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import (
     EmailDeviceFactory,
@@ -376,3 +377,105 @@ def test_a_digest_mailed_but_not_recorded_is_mailed_again_as_the_same_message(
         expired = OutboxEvent.objects.get(outbox=row, reason=Reason.LEASE_EXPIRED)
         assert expired.data["may_have_been_delivered"] is True
         assert OutboxEvent.objects.filter(outbox=row, to_status=Status.SENT).count() == 1
+
+
+def _crash_then_resend(monkeypatch, settings, *, before_resend=lambda: None) -> None:
+    """A cycle that dies between its deliveries and their recording (its rows' intent was
+    written); their lease expires, and a later cycle takes them over and sends again."""
+    real_record = outbox.dispatch.record
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the dispatcher died here")
+
+    monkeypatch.setattr(outbox.dispatch, "record", crash)
+    start = timezone.now()
+    run_cycle(now=start)
+    monkeypatch.setattr(outbox.dispatch, "record", real_record)
+    later = start + dt.timedelta(seconds=settings.OUTBOX_LEASE_SECONDS + 1)
+    assert run_cycle(now=later).recovered
+    before_resend()
+    due = max(Outbox.objects.values_list("next_attempt_at", flat=True))
+    run_cycle(now=due + dt.timedelta(seconds=1))
+
+
+def test_a_row_pushed_in_a_digest_is_pushed_again_under_that_digests_topic_when_it_comes_alone(
+    push_service, monkeypatch, settings
+):
+    """Pushed with a partner in a digest, then the dispatcher died; by the re-send the
+    partner's price rose past its line (dropped on the re-check). The row goes out again as
+    a digest of one under the first one's Topic and tag, with its fresh price: the push
+    service and the browser replace the first, so the person never sees the item twice."""
+    device = _push_device(push_service)
+    kept, partner = _rows(device, Channel.WEBPUSH, n=2)
+
+    def partner_rises():
+        set_product(partner.watch.listing.item_code, price=1300)
+        set_product(kept.watch.listing.item_code, price=940)
+
+    _crash_then_resend(monkeypatch, settings, before_resend=partner_rises)
+
+    first, again = push_service.accepted()
+    assert first.is_digest and set(first.tags) == {dedup_key(kept), dedup_key(partner)}
+    assert (again.topic, again.tag) == (first.topic, first.tag) == (DIGEST_TAG, DIGEST_TAG)
+    assert again.tags == [dedup_key(kept)] and again.payload["items"][0]["price"] == 940
+    kept.refresh_from_db()
+    assert kept.status == Status.SENT and kept.maybe_delivered
+    assert kept.sent_message["digest"]["size"] == 1
+    assert Outbox.objects.get(pk=partner.pk).reason == Reason.CONDITION_LOST
+
+
+def test_a_row_pushed_alone_is_pushed_alone_again_though_others_of_its_device_come_with_it(
+    push_service, monkeypatch, settings
+):
+    """Pushed alone (its own Topic and tag), then the dispatcher died; by the re-send two more
+    rows of its device are due. It goes out alone again, under its own Topic, and the two
+    new ones together: the browser replaces the first push, and the digest tells only
+    what is new."""
+    device = _push_device(push_service)
+    (alone,) = _rows(device, Channel.WEBPUSH, n=1)
+
+    def two_more():
+        watches = [
+            WatchFactory(device=device, listing=ListingFactory(price=900), target_price=950)
+            for _ in range(2)
+        ]
+        detected = {"value": "900", "line": "950", "price": 900}
+        enqueue_many(
+            Detection(w.pk, device.pk, Channel.WEBPUSH, w.trigger, timezone.now(), detected)
+            for w in watches
+        )
+
+    _crash_then_resend(monkeypatch, settings, before_resend=two_more)
+
+    first, *later = push_service.accepted()
+    assert not first.is_digest and first.tags == [dedup_key(alone)]
+    (again,) = [r for r in later if dedup_key(alone) in r.tags]
+    assert not again.is_digest and (again.topic, again.tag) == (first.topic, first.tag)
+    (news,) = [r for r in later if r is not again]
+    assert news.is_digest and len(news.tags) == 2 and dedup_key(alone) not in news.tags
+
+
+def test_a_digest_mailed_again_with_other_rows_answers_the_first_mail(
+    smtp_server, monkeypatch, settings
+):
+    """Three rows mailed in one digest, then the dispatcher died; by the re-send one of them
+    no longer holds. The two others are mailed again in a digest of their own (its own
+    Message-ID: a client that drops a repeated Message-ID would drop this one whole), which
+    answers the first (In-Reply-To, References): the client shows it in that thread, after
+    it."""
+    device = EmailDeviceFactory()
+    rows = _rows(device, Channel.EMAIL, n=3)
+
+    _crash_then_resend(
+        monkeypatch,
+        settings,
+        before_resend=lambda: set_product(rows[0].watch.listing.item_code, price=1300),
+    )
+
+    first, second = smtp_server.messages()
+    assert first["Message-ID"] != second["Message-ID"]
+    assert second["In-Reply-To"] == second["References"] == first["Message-ID"]
+    assert re.fullmatch(
+        rf"<outbox-digest-{digest_id([r.pk for r in rows[1:]])}@[^>]+>",
+        second["Message-ID"].strip(),
+    )

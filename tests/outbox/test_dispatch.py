@@ -106,12 +106,13 @@ def test_each_listing_is_refetched_once_per_cycle(recording_channel, django_asse
 
 
 @pytest.mark.parametrize("answer", ["unchanged", "moved", "failed", "reused", "product"])
-def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, answer):
+def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, answer, settings):
     """The same statements for one batch over 3 listings as over 12, whatever the re-fetch
     finds — the price as the poll saw it, a new price (points written), a marketplace error,
     a poll's observation fresh enough to reuse (nothing asked) — and for product watches
     over 3 products as over 12: every listing is read, asked about and written back in bulk,
-    and nothing the batch reads of a listing (a deferred field) is fetched one by one."""
+    and nothing the batch reads of a listing (a deferred field) is fetched one by one. (A
+    worker per delivery: the batch's deliveries are one step, `outbox.pacing`.)"""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -135,6 +136,7 @@ def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, a
         params = WatchParams(trigger="target_price", target_price=950)
         return save_product_watch(DeviceFactory(), product, params)[0]
 
+    settings.OUTBOX_DELIVERY_WORKERS = 12
     made = iter(range(1000))
 
     def statements(count: int) -> int:

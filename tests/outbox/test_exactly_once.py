@@ -27,7 +27,6 @@ from outbox.transitions import Fence, renew_lease
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
 from tests.reliability.world import demo_listings, due_rows, subscribed_devices
-from watches.models import Listing
 
 pytestmark = pytest.mark.django_db
 
@@ -111,12 +110,15 @@ def test_a_value_older_than_the_bound_is_fetched_again_before_a_send(
     assert ages == [0, 0]
 
 
-def test_a_later_delivery_of_a_batch_is_held_back_once_its_value_is_older_than_the_bound(
-    recording_channel, frozen, settings
+@pytest.mark.parametrize(("later_price", "outcome"), [(1200, "dropped"), (880, "sent")])
+def test_a_later_delivery_of_a_batch_is_judged_again_on_a_fresh_value_not_held_back(
+    recording_channel, frozen, settings, later_price, outcome
 ):
     """Two rows on one listing in one batch, one delivery at a time; the first takes 31 s and
-    the price rises meanwhile. The second is not sent from the value fetched 31 s before: it
-    is retried (`fresh_value_expired`), and its next attempt asks again and drops it."""
+    the price moves meanwhile. The second is not sent from the value fetched 31 s before,
+    and it is not retried for the first one's slowness either: right before it is handed
+    over its listing is asked again, and it is judged on that answer in the same cycle —
+    dropped when the price rose past the line, sent with the new price when it still holds."""
     settings.OUTBOX_REFETCH_MAX_AGE = 30
     settings.OUTBOX_DELIVERY_WORKERS = 1
     listing = ListingFactory(price=900)
@@ -125,27 +127,25 @@ def test_a_later_delivery_of_a_batch_is_held_back_once_its_value_is_older_than_t
     assert first.device_id != second.device_id, "two messages, not one digest"
 
     def slow_and_the_price_moves():
-        frozen.shift(dt.timedelta(seconds=31))
-        DemoProduct.objects.filter(item_code=listing.item_code).update(price=1200)
+        if not recording_channel.sends:
+            frozen.shift(dt.timedelta(seconds=31))
+            DemoProduct.objects.filter(item_code=listing.item_code).update(price=later_price)
 
     recording_channel.during = slow_and_the_price_moves
     run_cycle()
 
-    assert {row_id: m.price for row_id, m in recording_channel.delivered} == {first.pk: 900}
-    held = _reload(second.pk)
-    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
-    event = held.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
-    assert event.data["fresh_age_seconds"] == 31.0
-    assert "31.0 s old" in event.detail
-
-    recording_channel.during = None
-    frozen.move_to(held.next_attempt_at)
-    run_cycle()
-    assert len(recording_channel.delivered) == 1
-    assert (_reload(second.pk).status, _reload(second.pk).reason) == (
-        Status.DROPPED,
-        Reason.CONDITION_LOST,
-    )
+    told = {row_id: m.price for row_id, m in recording_channel.delivered}
+    later = _reload(second.pk)
+    assert (later.retry_count, later.attempts) == (0, 1)
+    assert not later.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).exists()
+    if outcome == "dropped":
+        assert told == {first.pk: 900}
+        assert (later.status, later.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
+        assert later.events.get(reason=Reason.CONDITION_LOST).data["fresh"]["price"] == 1200
+    else:
+        assert told == {first.pk: 900, second.pk: 880}
+        assert later.status == Status.SENT
+        assert later.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 0
 
 
 def _reused_and_asked(settings, monkeypatch, frozen, reused_price, slow=(10,), *, one_device=False):
@@ -178,29 +178,26 @@ def _reused_and_asked(settings, monkeypatch, frozen, reused_price, slow=(10,), *
 def test_a_reused_observation_aged_past_the_bound_by_slow_refetches_is_not_sent(
     recording_channel, frozen, settings, monkeypatch
 ):
-    """Asking for B's listing takes 10 s; by then A's reused value is 35 s old. A is held
-    back, not sent — and, the reuse having made it old, is due again at once without using
-    a retry: the same cycle asks for its listing (once), finds ¥1,200 and drops it."""
+    """Asking for B's listing takes 10 s; by then A's reused value is 35 s old. A is not
+    sent from it: right before the deliveries are handed over its listing is asked (once),
+    says ¥1,200, and A is dropped in the same cycle, without a retry."""
     row_a, row_b, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 1200)
 
     run_cycle()
 
     assert {row_id: m.price for row_id, m in recording_channel.delivered} == {row_b.pk: 900}
-    held = _reload(row_a.pk)
-    assert (held.status, held.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
-    assert held.retry_count == 0 and held.attempts == 2
-    expired = held.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
-    assert expired.to_status == Status.RETRY
-    assert expired.data["fresh_age_seconds"] == 35.0
-    assert expired.data["reused_value"] is True
+    dropped = _reload(row_a.pk)
+    assert (dropped.status, dropped.reason) == (Status.DROPPED, Reason.CONDITION_LOST)
+    assert (dropped.retry_count, dropped.attempts) == (0, 1)
+    assert not dropped.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).exists()
     assert [code for codes in calls for code in codes].count(code_a) == 1
 
 
 def test_a_reused_value_that_still_holds_goes_out_in_the_same_cycle_from_a_fresh_answer(
     recording_channel, frozen, settings, monkeypatch
 ):
-    """As above, with A's price still under the line (¥880 now): A goes out in the same
-    cycle, told the price its listing was just asked for, its retry count untouched."""
+    """As above, with A's price still under the line (¥880 now): A goes out, told the price
+    its listing was just asked for, in its first attempt."""
     row_a, row_b, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880)
 
     run_cycle()
@@ -208,13 +205,8 @@ def test_a_reused_value_that_still_holds_goes_out_in_the_same_cycle_from_a_fresh
     told = {row_id: m.price for row_id, m in recording_channel.delivered}
     assert told == {row_b.pk: 900, row_a.pk: 880}
     sent = _reload(row_a.pk)
-    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
-    assert [e.reason for e in sent.events.order_by("id")] == [
-        Reason.CLAIMED,
-        Reason.FRESH_VALUE_EXPIRED,
-        Reason.CLAIMED,
-        Reason.DELIVERED,
-    ]
+    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 1)
+    assert [e.reason for e in sent.events.order_by("id")] == [Reason.CLAIMED, Reason.DELIVERED]
     assert sent.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 10.0
     assert calls == [[row_b.watch.listing.item_code], [code_a]]
 
@@ -222,83 +214,79 @@ def test_a_reused_value_that_still_holds_goes_out_in_the_same_cycle_from_a_fresh
 def test_a_value_asked_anew_that_grows_too_old_again_waits_its_backoff_counted(
     recording_channel, frozen, settings, monkeypatch
 ):
-    """Once per row per cycle: A's reused value expires (due again at once, not counted);
-    the value then asked for takes 31 s to come and is too old as well — a slow marketplace
-    this time, so A waits its backoff and the retry counts."""
-    row_a, _, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
+    """A's reused value is too old by the time the deliveries are handed over, so its listing
+    is asked again — and that answer takes 31 s to come: a slow marketplace, not a slow
+    channel, so A waits its backoff and the retry counts. (B, whose value aged while A's
+    was asked, goes back for the next step once; asked again, it is just as slow.)"""
+    row_a, row_b, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
 
     run_cycle()
 
-    held = _reload(row_a.pk)
-    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
-    assert (held.retry_count, held.attempts) == (1, 2)
-    expired = list(held.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id"))
-    assert [e.data.get("reused_value", False) for e in expired] == [True, False]
-    assert held.next_attempt_at == timezone.now() + dt.timedelta(seconds=30)
-    assert row_a.pk not in [row_id for row_id, _ in recording_channel.delivered]
-    assert [code for codes in calls for code in codes].count(code_a) == 1
+    for row in (row_a, row_b):
+        held = _reload(row.pk)
+        assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
+        assert (held.retry_count, held.attempts) == (1, 1)
+        expired = held.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
+        assert expired.data["fresh_age_seconds"] == 31.0
+        assert held.next_attempt_at == timezone.now() + dt.timedelta(seconds=30)
+    assert recording_channel.delivered == []
+    asked = [code for codes in calls for code in codes]
+    assert asked.count(code_a) == 1
+    assert asked.count(row_b.watch.listing.item_code) == 2
 
 
-@pytest.mark.parametrize("c_device", ["its_own", "a_s"])
-def test_a_row_is_made_due_at_once_only_once_a_cycle(
-    recording_channel, frozen, settings, monkeypatch, c_device
+@pytest.mark.parametrize("marketplace", ["quick", "slow"])
+def test_a_delivery_that_aged_behind_a_slow_one_goes_back_for_the_next_step_once(
+    recording_channel, frozen, settings, monkeypatch, marketplace
 ):
-    """A's reused value expires (due again at once). While B's listing is asked, a poll
-    observes A's listing again and a row C on a third listing comes due. The next batch
-    reuses that poll's observation for A, and asking for C's listing takes 31 s: A's value
-    is too old once more. Reused again, but A was made due at once already this cycle: this
-    time it waits its backoff, counted, and the cycle does not go round again for it.
-    C's value, asked for and slow to come, is a counted retry as well — and when C is A's
-    device's too, the two are one digest, held back as one: C is not made due at once
-    either, though the digest tells a reused value."""
-    row_a, _, code_a, calls = _reused_and_asked(settings, monkeypatch, frozen, 880, (10, 31))
+    """One delivery at a time, three rows. The first step's delivery takes 1 s, so the next
+    step hands over the two others (the channel takes ten in a third of the bound); the
+    first of them takes 31 s. The last one's
+    value, young when the step began, is 31 s old when its turn comes: it aged waiting for
+    the channel, so it goes back for the next step, which asks its listing again — and it
+    goes out, uncounted. When that answer itself takes 31 s to come (the marketplace is
+    slow), the row waits its backoff, counted: a delivery goes back once."""
     from watches import services
 
-    slow_fetch, rows_c = services.fetch, []
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    settings.OUTBOX_DELIVERY_WORKERS = 1
+    rows = [
+        enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+        for _ in range(3)
+    ]
+    shifts = iter([1, 31])
+    recording_channel.during = lambda: frozen.shift(dt.timedelta(seconds=next(shifts, 0)))
+    fetch, calls = services.fetch, []
 
-    def a_poll_and_a_new_row(source, codes):
-        answers = slow_fetch(source, codes)
-        if not rows_c:
-            Listing.objects.filter(pk=row_a.watch.listing_id).update(
-                price=880, last_polled_at=timezone.now()
-            )
-            device = {"device": row_a.device} if c_device == "a_s" else {}
-            watch = WatchFactory(listing=ListingFactory(price=900), target_price=950, **device)
-            rows_c.append(enqueue_for(watch))
-        return answers
+    def counted(source, codes):
+        if calls and marketplace == "slow":
+            frozen.shift(dt.timedelta(seconds=31))
+        calls.append(list(codes))
+        return fetch(source, codes)
 
-    monkeypatch.setattr(services, "fetch", a_poll_and_a_new_row)
+    monkeypatch.setattr(services, "fetch", counted)
     run_cycle()
 
-    held = _reload(row_a.pk)
-    assert (held.status, held.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
-    assert (held.retry_count, held.attempts) == (1, 2)
-    expired = list(held.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id"))
-    assert [e.data.get("reused_value") for e in expired] == [True, None]
-    assert [e.data["fresh_age_seconds"] for e in expired] == [35.0, 31.0]
-    assert held.next_attempt_at > timezone.now()
-    assert code_a not in [code for codes in calls for code in codes], "the poll's answer served"
-    # C's own value was asked for, and came too slowly: a counted retry, not "at once".
-    row_c = _reload(rows_c[0].pk)
-    assert (row_c.status, row_c.reason, row_c.retry_count, row_c.attempts) == (
-        Status.RETRY,
-        Reason.FRESH_VALUE_EXPIRED,
-        1,
-        1,
-    )
-    c_expired = row_c.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data
-    assert "reused_value" not in c_expired
-    assert ("digest" in c_expired) == (c_device == "a_s")
+    last = _reload(rows[2].pk)
+    assert [row_id for row_id, _ in recording_channel.delivered][:2] == [rows[0].pk, rows[1].pk]
+    assert len(calls) == 2, "the batch's listings once, then the last row's again"
+    assert calls[1] == [last.watch.listing.item_code]
+    if marketplace == "quick":
+        assert (last.status, last.retry_count, last.attempts) == (Status.SENT, 0, 1)
+        assert last.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 0
+    else:
+        assert (last.status, last.reason) == (Status.RETRY, Reason.FRESH_VALUE_EXPIRED)
+        assert (last.retry_count, last.attempts) == (1, 1)
+        assert last.events.get(reason=Reason.FRESH_VALUE_EXPIRED).data["fresh_age_seconds"] == 31
 
 
 def test_a_digest_with_a_reused_value_grown_too_old_goes_out_whole_in_the_same_cycle(
     recording_channel, frozen, settings, monkeypatch
 ):
     """A and B are one device's, so one digest: A's value is a poll's observation (reused),
-    B's listing is asked and takes 10 s. The digest is held back (A's value 35 s old); the
-    reuse made it old, so both rows — B's own value was young — are due again at once,
-    uncounted. The next batch asks for A's listing, reuses B's answer from earlier in the
-    cycle (20 s old by the gate), and the digest goes out whole."""
+    B's listing is asked and takes 10 s. By then A's value is 35 s old, so right before the
+    digest is handed over A's listing is asked again; B's answer (20 s old by the gate)
+    still serves, and the digest goes out whole, once, in the rows' first attempt."""
     row_a, row_b, code_a, calls = _reused_and_asked(
         settings, monkeypatch, frozen, 880, one_device=True
     )
@@ -310,9 +298,7 @@ def test_a_digest_with_a_reused_value_grown_too_old_goes_out_whole_in_the_same_c
     assert len(recording_channel.sends) == 1, "one digest, sent once"
     for row in (row_a, row_b):
         sent = _reload(row.pk)
-        assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
-        expired = sent.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
-        assert expired.data["reused_value"] is True and expired.to_status == Status.RETRY
+        assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 1)
     ages = {
         e.outbox_id: e.data["fresh_age_seconds"]
         for e in OutboxEvent.objects.filter(reason=Reason.DELIVERED)
@@ -328,8 +314,8 @@ def test_an_answer_reused_from_an_earlier_batch_grown_too_old_is_asked_again_at_
     """Batches of two, one delivery at a time. Batch 1 asks for X (a listing, or a product's
     offers) for its first row and takes 20 s to deliver. Batch 2 reuses that answer for its
     second row of X (20 s old) and first delivers a row whose value takes 15 s to send: by
-    the gate X's value is 35 s old. The reuse made it old: the row is due again at once,
-    uncounted, and the same cycle asks for X once more and sends from that answer."""
+    the gate X's value is 35 s old. It aged waiting for the channel: the delivery goes back
+    for the next step, which asks for X once more and sends from that answer, uncounted."""
     from demo.seed import seed_demo
     from watches import services
     from watches.models import Product
@@ -387,10 +373,8 @@ def test_an_answer_reused_from_an_earlier_batch_grown_too_old_is_asked_again_at_
     told = [row_id for row_id, _ in recording_channel.delivered]
     assert told == [first.pk, filler.pk, slow.pk, second.pk]
     sent = _reload(second.pk)
-    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 2)
-    expired = sent.events.get(reason=Reason.FRESH_VALUE_EXPIRED)
-    assert expired.data["fresh_age_seconds"] == 35.0
-    assert expired.data["reused_value"] is True
+    assert (sent.status, sent.retry_count, sent.attempts) == (Status.SENT, 0, 1)
+    assert not sent.events.filter(reason=Reason.FRESH_VALUE_EXPIRED).exists()
     assert sent.events.get(reason=Reason.DELIVERED).data["fresh_age_seconds"] == 0.0
     assert times_asked(asked) == 2, "asked in batch 1, and again for the held row"
 
@@ -682,3 +666,23 @@ def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_
         Status.DROPPED,
         Reason.SUPERSEDED,
     ), "older than the one in flight"
+
+
+def test_a_digest_whose_row_no_longer_holds_right_before_it_goes_out_is_sent_without_it(
+    recording_channel, frozen, settings, monkeypatch
+):
+    """A and B are one device's digest; A's reused value is too old by the time it is handed
+    over, and asked again it says ¥1,200: A is dropped, and B goes out alone, with its own
+    message — nothing is told of A."""
+    row_a, row_b, _, _ = _reused_and_asked(settings, monkeypatch, frozen, 1200, one_device=True)
+
+    run_cycle()
+
+    (message,) = recording_channel.sends
+    assert not message.items and message.tag == recording_channel.delivered[0][1].tag
+    assert [row_id for row_id, _ in recording_channel.delivered] == [row_b.pk]
+    assert (_reload(row_a.pk).status, _reload(row_a.pk).reason) == (
+        Status.DROPPED,
+        Reason.CONDITION_LOST,
+    )
+    assert "digest" not in _reload(row_b.pk).sent_message

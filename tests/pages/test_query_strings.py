@@ -178,7 +178,10 @@ def world(client) -> World:
     queued = OrmQ.objects.create(key="default", payload="x", lock=now)
     group = Group.objects.create(name="sweepers")
     from demo.models import DemoProduct
+    from watches.models import FeedCheck, ShopFeed
 
+    feed = ShopFeed.objects.create(source="rakuten", shop="sweep", read_at=now, top=["sweep:a"])
+    check = FeedCheck.objects.create(source="rakuten", confirmed=3, contradicted=1)
     objects = {
         "auth.group": group.pk,
         "auth.user": staff.pk,
@@ -190,6 +193,8 @@ def world(client) -> World:
         "watches.watch": watch.pk,
         "watches.device": device.pk,
         "watches.product": product.pk,
+        "watches.shopfeed": feed.pk,
+        "watches.feedcheck": check.pk,
         "outbox.outbox": row.pk,
         "outbox.dispatchrun": run.pk,
         "demo.demoproduct": DemoProduct.objects.get(item_code=listing.item_code).pk,

@@ -174,11 +174,17 @@ def start_cluster(env: dict[str, str], logs: Path, name: str) -> subprocess.Pope
 
 
 def start_dispatcher(
-    env: dict[str, str], logs: Path, name: str, *, ready: Path, go: Path
+    env: dict[str, str], logs: Path, name: str, *, ready: Path, go: Path, passes: int = 1
 ) -> subprocess.Popen:
+    """A dispatcher process (`run_dispatcher.py`): it touches `ready` once set up and starts
+    when `go` exists; with `passes`, it touches `<ready>-<k>` after pass k and starts pass
+    k + 1 when `<go>-<k + 1>` exists."""
     with open(logs / f"{name}.log", "w") as out:  # the child keeps its own copy
         return subprocess.Popen(
-            [sys.executable, str(RUNNER), "--ready", str(ready), "--go", str(go)],
+            [
+                *(sys.executable, str(RUNNER), "--ready", str(ready), "--go", str(go)),
+                *(("--passes", str(passes)) if passes > 1 else ()),
+            ],
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from common.bulk import update_by_id
 from common.lookups import one_of
+from common.retrying import retrying
 from common.text import clip
 from watches.marketplaces import halts
 from watches.marketplaces.base import (
@@ -114,7 +115,11 @@ class Observations:
     def save(self) -> None:
         """Write the batch: new points, then each group of listings with only the fields this
         batch learned — staff may have edited the rest (a name, units per pack, `paused`)
-        while the marketplace was being asked."""
+        while the marketplace was being asked. One transaction, run again when the database
+        ends it to break a deadlock (`common.retrying`): the answers were paid for."""
+        retrying(self._write)
+
+    def _write(self) -> None:
         folded = [listing for listing in self.observed if listing.id in self.folded]
         observed = _values_of(_OBSERVED)
         computed = [listing for listing in self.observed if listing.id not in self.folded]
