@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 
 from watches import devices, intake, throttle
 from watches.models import Device, Listing, PricePoint, Product, Watch
-from watches.pages import pagecache, watchlist
+from watches.pages import pagecache, results, watchlist
 from watches.pages.charts import price_chart
 from watches.pages.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.pages.pagecache import CSRF_PLACEHOLDER
@@ -148,17 +148,16 @@ def _results(query: str, category: str, page_number: int) -> str:
         listings = search.search("", category)
     page = Paginator(listings, PAGE_SIZE).get_page(page_number)
     browsing = bool(query or category)
-    cheap = [] if browsing or page.number > 1 else list(search.cheap_now())
-    rows = [*page, *cheap]
-    summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
-    for row in rows:
-        row.offers_from = summaries.get(row.product_id)
+    cheap = [] if browsing or page.number > 1 else search.cheap_now()
+    # One query for the offers of every product on the page and in "cheap right now".
+    page_rows, cheap_rows = results.rows(page, cheap)
     context = {
         "query": query,
         "category": category,
         "page": page,
+        "rows": page_rows,
         "more": more,
-        "cheap": cheap,
+        "cheap": cheap_rows,
     }
     return render_to_string("watches/_results.html", context)
 

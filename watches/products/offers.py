@@ -48,6 +48,25 @@ def best_offer(offers: Iterable[OfferT]) -> OfferT | None:
     return min(available, key=rank) if available else None
 
 
+def typical_price(offers: Iterable[Listing]) -> int | None:
+    """What the product usually costs: the lowest of its offers' typical prices. A product
+    is cheap now only when its best offer beats what even the cheapest shop usually asks
+    (`watches.search.query.cheap_now` judges by the same rule)."""
+    typicals = [offer.typical_price for offer in offers if offer.typical_price]
+    return min(typicals) if typicals else None
+
+
+def offers_by_product(product_ids: Iterable[int]) -> dict[int, list[Listing]]:
+    """Each product's tracked offers (not paused), with the product, in one query."""
+    ids = set(product_ids)
+    offers: dict[int, list[Listing]] = defaultdict(list)
+    if ids:
+        tracked = Listing.objects.filter(product_id__in=ids, paused=False).select_related("product")
+        for offer in tracked.order_by("id"):
+            offers[offer.product_id].append(offer)
+    return offers
+
+
 def cheapest_points(rows: Iterable[PointRow]) -> list[Point]:
     """The product's history from its offers' points (listing id, observed_at, price,
     shipping, in_stock): at each moment an offer was observed, the cheapest effective price
