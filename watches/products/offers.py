@@ -16,7 +16,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from watches.models import Listing, effective_price
+from django.db.models import OuterRef, Subquery
+
+from watches.models import Listing, PricePoint, Product, effective_price
 from watches.polling.history import PointRow, point_rows
 from watches.triggers import Point
 
@@ -54,6 +56,20 @@ def typical_price(offers: Iterable[Listing]) -> int | None:
     (`watches.search.query.cheap_now` judges by the same rule)."""
     typicals = [offer.typical_price for offer in offers if offer.typical_price]
     return min(typicals) if typicals else None
+
+
+def offers_with_newest_point(product: Product) -> list[Listing]:
+    """Every offer of `product`, paused ones too (its history reads them), in id order, each
+    with `newest_point_at` — when its newest price point was observed: the product's history
+    changes only with those (points are only ever added), so a page caches its chart under
+    them. One query, one index step per offer."""
+    newest = (
+        PricePoint.objects.filter(listing=OuterRef("pk"))
+        .order_by("-observed_at")
+        .values("observed_at")[:1]
+    )
+    offers = Listing.objects.filter(product=product).annotate(newest_point_at=Subquery(newest))
+    return list(offers.order_by("id"))
 
 
 def offers_by_product(product_ids: Iterable[int]) -> dict[int, list[Listing]]:
