@@ -65,6 +65,35 @@ def test_add_a_product_by_jan_see_its_offers_and_watch_it(browser, live_server, 
     context.close()
 
 
+@pytest.mark.parametrize(
+    ("locale", "words"),
+    [("en-US", ("Search", "Find every shop")), ("ja-JP", ("検索", "ショップを探す"))],
+)
+def test_a_jan_code_typed_in_the_search_box_adds_then_opens_its_product(
+    browser, live_server, shops, locale, words
+):
+    search, find = words
+    context, page = new_page(browser, 360, 740, locale)
+    page.goto(f"{live_server.url}/")
+    page.locator("#q").fill(JAN)
+    page.get_by_role("button", name=search, exact=True).click()
+    page.wait_for_url("**/?q=*")
+    # Not known yet: the JAN form is open, filled in, and the empty result points to it.
+    jan_field = page.locator("#add-jan input[name=jan]")
+    assert jan_field.is_visible() and jan_field.input_value() == JAN
+    page.locator(".listings a[href='#add-jan']").click()
+    page.locator("#add-jan").get_by_role("button", name=find).click()
+    product = Product.objects.get(jan=JAN)
+    page.wait_for_url(f"**/products/{product.pk}/")
+    # Known now: the same code in the search box opens its page.
+    page.goto(f"{live_server.url}/")
+    page.locator("#q").fill(f"{JAN[:7]} {JAN[7:]}")
+    page.locator("#q").press("Enter")
+    page.wait_for_url(f"**/products/{product.pk}/")
+    assert page.locator("ol.offers .offer").count() == 4
+    context.close()
+
+
 # A phone's browser, as far as the page can tell: a BarcodeDetector that reads the pack's code
 # and a camera (a canvas stream).
 FAKE_CAMERA = """

@@ -38,6 +38,7 @@ SEARCH_CAP = 1000
 class SearchResults:
     listings: QuerySet[Listing]  # at most SEARCH_CAP, in name order
     more: bool  # more than SEARCH_CAP listings match
+    found: int = 0  # how many `listings` holds
 
 
 def normalise(text: str) -> str:
@@ -80,7 +81,7 @@ def search_results(query: str, category: str = "") -> SearchResults:
     the first SEARCH_CAP the index yields (found without finding the rest), in name order."""
     ids = first_matches(connection, query_terms(query), category, SEARCH_CAP + 1)
     listings = Listing.objects.filter(id__in=ids[:SEARCH_CAP]).order_by("name", "id")
-    return SearchResults(listings, more=len(ids) > SEARCH_CAP)
+    return SearchResults(listings, more=len(ids) > SEARCH_CAP, found=len(ids[:SEARCH_CAP]))
 
 
 def cheap_now(limit: int = 10) -> list[Listing | Product]:
