@@ -34,6 +34,8 @@ from watches.products.watches import save_product_watch
 from watches.triggers import LOW_WINDOW
 
 MAIN_PLACEHOLDER = "product-main-column-placeholder"
+# The product row's own columns: its page is cached under them (and its offers' versions).
+PRODUCT_FIELDS = tuple(field.attname for field in Product._meta.concrete_fields)
 # How an intake problem answers: the person typed a code no shop has, or we could not ask.
 _INTAKE_STATUS = {"not_found": 404, "unreachable": 503, "no_source": 503, "no_jan": 400}
 
@@ -149,12 +151,16 @@ def _shared_product_page(request: HttpRequest, product_id: int) -> HttpResponse 
     for a listing's page: `watches.pages.views._shared_listing_page`)."""
     if not pagecache.shared(request) or devices.get_device(request) is not None:
         return None
-    product = get_object_or_404(Product, pk=product_id)
+    # One query: the product's fields and its offers' ids (a row per offer, or one without).
+    rows = list(Product.objects.filter(pk=product_id).values_list(*PRODUCT_FIELDS, "offers__id"))
+    if not rows:
+        raise Http404
+    fields = rows[0][:-1]
     # An offer observed, saved, paused, deleted or joining the product moves this on.
-    offer_ids = Listing.objects.filter(product=product).values_list("pk", flat=True)
-    version = pagecache.listings_version(offer_ids)
+    version = pagecache.listings_version(row[-1] for row in rows if row[-1] is not None)
 
     def render(csrf_token: str) -> str:
+        product = get_object_or_404(Product, pk=product_id)
         offers = offers_with_newest_point(product)
         now = timezone.now()
         history = _history(product, offers, now)
@@ -171,7 +177,7 @@ def _shared_product_page(request: HttpRequest, product_id: int) -> HttpResponse 
         )  # fmt: skip
         return frame.replace(MAIN_PLACEHOLDER, _product_main(product, offers, history))
 
-    return pagecache.page(request, "product", (*_product_fields(product),), render, version)
+    return pagecache.page(request, "product", fields, render, version)
 
 
 @dataclass(frozen=True)
@@ -206,7 +212,7 @@ def _facts(product: Product, typical: int | None, low: int | None) -> ProductFac
 
 def _product_fields(product: Product) -> tuple:
     """Everything the page shows of the product row itself."""
-    return tuple(getattr(product, field.attname) for field in Product._meta.concrete_fields)
+    return tuple(getattr(product, name) for name in PRODUCT_FIELDS)
 
 
 def _product_html(
