@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -31,11 +32,27 @@ from watches.polling.history import listing_stats
 from watches.products.intake import add_product, product_from_listing
 from watches.products.offers import in_stock, offers_with_newest_point, product_points, rank
 from watches.products.watches import save_product_watch
+from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
 
 MAIN_PLACEHOLDER = "product-main-column-placeholder"
 # The product row's own columns: its page is cached under them (and its offers' versions).
 PRODUCT_FIELDS = tuple(field.attname for field in Product._meta.concrete_fields)
+# What an offer's card shows (`watches/_product_main.html`) but the time of its last check.
+OFFER_FIELDS = (
+    "pk",
+    "source",
+    "item_code",
+    "shop_name",
+    "url",
+    "price",
+    "shipping",
+    "in_stock",
+    "units_per_pack",
+    "unit_label",
+)
+# Put where a time of a check goes (`%d`: the offer's id, 0 the product's).
+CHECKED_PLACEHOLDER = "checked-at-placeholder-%d"
 # How an intake problem answers: the person typed a code no shop has, or we could not ask.
 _INTAKE_STATUS = {"not_found": 404, "unreachable": 503, "no_source": 503, "no_jan": 400}
 
@@ -266,14 +283,40 @@ def _product_main(product: Product, offers: list[Listing], history: ProductHisto
     out of stock after), the chart."""
     tracked = [offer for offer in offers if not offer.paused]
     available = sorted(in_stock(tracked), key=rank)
+    ordered = [*available, *(offer for offer in tracked if offer not in available)]
+    best = available[0] if available else None
     context = {
         "product": product,
-        "offers": [*available, *(offer for offer in tracked if offer not in available)],
-        "best": available[0] if available else None,
+        # Each with the placeholder of the time of its check.
+        "offers": [(offer, CHECKED_PLACEHOLDER % offer.pk) for offer in ordered],
+        "best": best,
         "shops": len(available),
         "chart_html": mark_safe(history.chart_html),  # noqa: S308 (our own rendered template)
+        "product_checked": CHECKED_PLACEHOLDER % 0,
     }
-    return render_to_string("watches/_product_main.html", context)
+    # A poll that finds the same prices changes only the times of the checks: the column is
+    # cached under everything else it shows, and the times are put in afterwards.
+    shown = (
+        *(getattr(product, name) for name in PRODUCT_FIELDS if name != "last_polled_at"),
+        product.last_polled_at is None,
+        tuple(
+            (*(getattr(offer, name) for name in OFFER_FIELDS), offer.last_polled_at is None)
+            for offer in ordered
+        ),
+        history.chart_html,
+    )
+    html = pagecache.fragment(
+        "product-main",
+        shown,
+        lambda: render_to_string("watches/_product_main.html", context),
+        pagecache.PURE,
+    )
+    times = {CHECKED_PLACEHOLDER % offer.pk: offer.last_polled_at for offer in ordered}
+    times[CHECKED_PLACEHOLDER % 0] = product.last_polled_at
+    for placeholder, at in times.items():
+        if at is not None:
+            html = html.replace(placeholder, escape(when(at)))
+    return html
 
 
 def _watch_form(facts: ProductFacts, form: ProductWatchForm, csrf_token: str) -> str:
