@@ -38,15 +38,15 @@ def uncached_listing(request, listing_id: int):
 
 
 def observed_product(request, product_id: int):
-    """The product page as the first visit after a poll of its offers gets it: their
-    versions have moved on (for every request), so the page is rendered again, with what a
-    poll does not change (the frame, the chart and its figures while no point was added, the
-    form) from the cache."""
+    """The product page as the first visit after a poll of its offers gets it: its version
+    has moved on (for every request), so the page is put together again, with what a poll
+    does not change (the frame, the chart and its figures while no point was added, the form,
+    the main column but for the times of the checks) from the cache."""
 
-    def versions(listing_ids):
+    def version(product_id, offer_ids):
         return secrets.token_hex(12)
 
-    with mock.patch.object(pagecache, "listings_version", versions):
+    with mock.patch.object(pagecache, "product_version", version):
         return product_detail(request, product_id)
 
 

@@ -1,5 +1,5 @@
 """A product's page as a first visit gets it, cached whole until the product or one of its
-offers changes (watches.pages.pagecache): served again with one small query and the
+offers changes (watches.pages.pagecache): served again without a query, with the
 visitor's own CSRF token; after a poll, only what a poll changes is rendered again — the
 chart, the figures and the watch form come from the cache while no price point was added."""
 
@@ -16,6 +16,8 @@ from tests.factories import ListingFactory, device_with_cookie, with_history
 from watches.models import Listing, PricePoint, Product, Trigger, Watch
 from watches.pages import pagecache
 from watches.pausing import pause_listings
+from watches.products.intake import adopt_listings
+from watches.products.polling import save_poll_state
 
 pytestmark = pytest.mark.django_db
 
@@ -69,11 +71,11 @@ def url(product: Product) -> str:
     return f"/products/{product.pk}/"
 
 
-def test_a_first_visit_is_served_again_with_one_query_and_its_own_token(
+def test_a_first_visit_is_served_again_without_a_query_with_its_own_token(
     product, django_assert_num_queries
 ):
     first = Client().get(url(product)).content.decode()
-    with django_assert_num_queries(1):  # the product, and which listings are its offers
+    with django_assert_num_queries(0):
         again = Client().get(url(product)).content.decode()
     assert "from ¥505 at 3 shops" in again and "ショップB" in again
     assert token(first) != token(again)
@@ -97,7 +99,7 @@ def test_another_listing_s_new_price_leaves_the_product_page_cached(
     before = client.get(url(product)).content.decode()
     with django_capture_on_commit_callbacks(execute=True):
         poll(other, 650, NOW + dt.timedelta(minutes=15))
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(0):
         after = client.get(url(product)).content.decode()
     assert after.replace(token(after), "") == before.replace(token(before), "")
 
@@ -114,10 +116,9 @@ def test_a_poll_that_adds_no_point_shows_its_time_and_keeps_the_chart_cached(
     with django_capture_on_commit_callbacks(execute=True):
         poll(shop_b, 505, NOW + dt.timedelta(minutes=1))  # the same price: no new point
     assert PricePoint.objects.count() == points
-    # The product with its offers' ids, then (the page is rendered again) the product, and
-    # its offers with their newest points: the chart, its figures, the frame and the form
-    # come cached.
-    with django_assert_num_queries(3):
+    # The product and its offers with their newest points: the chart, its figures, the
+    # frame, the form and the main column (but for the times of the checks) come cached.
+    with django_assert_num_queries(2):
         body = english.get(url(product)).content.decode()
     assert "Checked Nov 29, 12:01" in body
     assert chart(body) == chart(first)
@@ -130,11 +131,23 @@ def test_an_offer_paused_or_joining_shows_at_once(
     with django_capture_on_commit_callbacks(execute=True):
         pause_listings([Listing.objects.get(shop_name="ショップA").pk], actor="staff")
     assert "ショップA" not in client.get(url(product)).content.decode()
-    # Joined by a plain UPDATE that tells no cache: the set of offers is part of the key.
-    joining = ListingFactory(name=NAME, shop_name="ショップD", price=470)
-    Listing.objects.filter(pk=joining.pk).update(product=product)
+    # A listing whose JAN code is the product's joins it (as intake and polling join them).
+    ListingFactory(name=NAME, shop_name="ショップD", price=470, jan=product.jan)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert adopt_listings(product) == 1
     body = client.get(url(product)).content.decode()
     assert "ショップD" in body and "from ¥470 at 3 shops" in body
+
+
+def test_the_product_s_own_change_shows_at_once(product, django_capture_on_commit_callbacks):
+    english = Client(HTTP_ACCEPT_LANGUAGE="en")
+    assert "Every shop last checked" not in english.get(url(product)).content.decode()
+    product.name = "スコッティ 3倍長持ち"
+    product.save()
+    assert "スコッティ 3倍長持ち" in english.get(url(product)).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):  # a poll of every shop, recorded
+        save_poll_state([Product(pk=product.pk, last_polled_at=NOW, last_error="")])
+    assert "Every shop last checked Nov 29, 12:00." in english.get(url(product)).content.decode()
 
 
 def test_a_device_s_own_watches_are_never_served_from_the_shared_page(client, product):

@@ -9,10 +9,11 @@ A listing's own page and chart carry instead that *listing's version*, which
 `listings_changed(ids)` moves on (with the prices version) once those listings are observed,
 saved, paused or deleted: the prices version moves with every observation saved anywhere —
 about every minute — and a listing's page need not be rendered again for another listing's
-price. A product's page carries the versions of its offers together (`listings_version`).
-Both live in the shared `pages` cache (Redis with REDIS_URL, else files under var/,
-which the web server and the cluster of `make run` share). A fragment that depends only on
-what its key names carries `PURE`, no version at all.
+price. A product's page carries its own *product version*, which `products_changed(ids)`
+moves when the product's row changes or a listing joins it, and the versions of its offers
+(`product_version`). All live in the shared `pages` cache (Redis with REDIS_URL, else files
+under var/, which the web server and the cluster of `make run` share). A fragment that
+depends only on what its key names carries `PURE`, no version at all.
 Entries also expire after FRAGMENT_SECONDS, for writers that do not tell.
 
 As a key names one version, what it holds never changes: each process also keeps the last
@@ -43,6 +44,7 @@ CACHE = "pages"
 CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
 LISTING_VERSION_KEY = "pages:listing-version:%d"
+PRODUCT_VERSION_KEY = "pages:product-version:%d"
 LISTING_VERSION_SECONDS = 86400
 # The version of a fragment keyed on everything it is rendered from: never stale.
 PURE = "pure"
@@ -85,16 +87,27 @@ def listing_version(listing_id: int) -> int:
     return _version(LISTING_VERSION_KEY % listing_id, LISTING_VERSION_SECONDS)
 
 
-def listings_version(listing_ids: Iterable[int]) -> str:
-    """One version for a page that shows several listings (a product's offers): it moves
-    when any of theirs does, and with the set of listings itself. Read in one round trip."""
-    keys = [LISTING_VERSION_KEY % pk for pk in sorted(set(listing_ids))]
+def products_changed(product_ids: Iterable[int]) -> None:
+    """Make these products' pages stale: their own row changed, or a listing joined them.
+    (What their offers show moves with the offers' own versions.)"""
+    keys = [PRODUCT_VERSION_KEY % pk for pk in set(product_ids) if pk is not None]
+    if keys:
+        caches[CACHE].delete_many(keys)
+
+
+def product_version(product_id: int, offer_ids: Callable[[], list[int]]) -> str:
+    """The version of a product's page: the product's own, and its offers' (`offer_ids()`
+    reads which listings they are, kept under the product's version), so an offer observed,
+    saved, paused or deleted makes the page stale as the product's own change does."""
+    own = _version(PRODUCT_VERSION_KEY % product_id, LISTING_VERSION_SECONDS)
+    ids = value("product-offer-ids", (product_id,), lambda: tuple(offer_ids()), own)
+    keys = [LISTING_VERSION_KEY % pk for pk in ids]
     cache = caches[CACHE]
     versions = cache.get_many(keys)
     for key in keys:
         if key not in versions:
             versions[key] = _version(key, LISTING_VERSION_SECONDS)
-    joined = ",".join(f"{key}={versions[key]}" for key in keys)
+    joined = ",".join([str(own), *(f"{key}={versions[key]}" for key in keys)])
     return hashlib.blake2b(joined.encode(), digest_size=12).hexdigest()
 
 

@@ -168,13 +168,14 @@ def _shared_product_page(request: HttpRequest, product_id: int) -> HttpResponse 
     for a listing's page: `watches.pages.views._shared_listing_page`)."""
     if not pagecache.shared(request) or devices.get_device(request) is not None:
         return None
-    # One query: the product's fields and its offers' ids (a row per offer, or one without).
-    rows = list(Product.objects.filter(pk=product_id).values_list(*PRODUCT_FIELDS, "offers__id"))
-    if not rows:
-        raise Http404
-    fields = rows[0][:-1]
-    # An offer observed, saved, paused, deleted or joining the product moves this on.
-    version = pagecache.listings_version(row[-1] for row in rows if row[-1] is not None)
+
+    def offer_ids() -> list[int]:
+        offers = Listing.objects.filter(product_id=product_id).order_by("pk")
+        return list(offers.values_list("pk", flat=True))
+
+    # No query when cached: the product's own change, a listing joining it, and an offer
+    # observed, saved, paused or deleted move this on.
+    version = pagecache.product_version(product_id, offer_ids)
 
     def render(csrf_token: str) -> str:
         product = get_object_or_404(Product, pk=product_id)
@@ -194,7 +195,7 @@ def _shared_product_page(request: HttpRequest, product_id: int) -> HttpResponse 
         )  # fmt: skip
         return frame.replace(MAIN_PLACEHOLDER, _product_main(product, offers, history))
 
-    return pagecache.page(request, "product", fields, render, version)
+    return pagecache.page(request, "product", (product_id,), render, version)
 
 
 @dataclass(frozen=True)
