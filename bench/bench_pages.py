@@ -1,6 +1,7 @@
-"""Pages: `wrk` against the home page and a listing page (as a first-time visitor gets them:
-no cookie, so the cached whole page, `watches.pages.pagecache.page`), with 10,000 listings
-and 1,000,000 price points in the database, served by gunicorn with the deployment's
+"""Pages: `wrk` against the home page, a listing page and a product page (five shops' offers)
+as a first-time visitor gets them (no cookie, so the cached whole page,
+`watches.pages.pagecache.page`), with 10,000 listings and 1,000,000 price points in the
+database, served by gunicorn with the deployment's
 settings (Procfile:
 3 sync workers, access log on, DEBUG off) — requests/s and p99 latency, beside a minimal
 Django view on the same server (same middleware, no database: `bench/pages_urls.py`). On
@@ -13,12 +14,13 @@ observed: the bench also measures the page that the cache cannot serve — anoth
 page with its version moved on before every request ("listing, just observed": the page and
 its chart rendered, as the first visit after each poll of it gets them; judged), and the same
 page with the page cache off (every fragment rendered, nothing kept; shown, not judged), and
-listing pages of random listings (mostly rendered for the first time; shown, not judged).
+listing pages of random listings (mostly rendered for the first time; shown, not judged). The
+product page likewise, just after a poll of its offers and with the cache off (shown).
 
     .venv/bin/python bench/bench_pages.py [DURATION] [ROUNDS]
 
-Needs Debian's `wrk` (`make bench` installs it when missing). Targets (issue 13): home and
-listing at least 0.25x the minimal view's requests/s, p99 at most 30 ms.
+Needs Debian's `wrk` (`make bench` installs it when missing). Targets: home, listing and
+product pages at least 0.25x the minimal view's requests/s, p99 at most 30 ms.
 """
 
 from __future__ import annotations
@@ -41,9 +43,23 @@ DURATION = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 # At least three rounds: a median of fewer says little on a shared machine.
 ROUNDS = max(int(sys.argv[2]) if len(sys.argv) > 2 else 3, 3)
 LISTINGS = 10_000
-JUDGED = ("home", "listing page", "listing, just observed")
-SHOWN = ("listing, cache off", "random listing pages")
+JUDGED = ("home", "listing page", "listing, just observed", "product page")
+SHOWN = (
+    "listing, cache off",
+    "random listing pages",
+    "product, just observed",
+    "product, cache off",
+)
 POINTS = 1_000_000
+PRODUCT_JAN = "4901750404406"
+# The product's shops: (name, shipping; None is unknown).
+SHOPS = [
+    ("ドラッグやすごろ 楽天市場店", 0),
+    ("日用品マート", 350),
+    ("まとめ買い本舗", None),
+    ("くらしの店", 0),
+    ("トイレットペーパー専門店 ヤフー店", 500),
+]
 WORKERS = 3  # the Procfile's default WEB_CONCURRENCY
 ROOT = Path(__file__).resolve().parent.parent
 CATEGORIES = ["トイレットペーパー", "洗剤", "コーヒー", "ペットフード", "ティッシュ", "シャンプー"]
@@ -120,7 +136,27 @@ def build(vendor: str) -> int:
         )
         cursor.execute("ANALYZE")
         cursor.execute("SELECT COUNT(*) FROM watches_pricepoint")
-        return cursor.fetchone()[0]
+        points = cursor.fetchone()[0]
+    make_product(ids[LISTINGS // 4 : LISTINGS // 4 + len(SHOPS)], now)
+    return points
+
+
+def make_product(offer_ids: list[int], now: dt.datetime) -> None:
+    """One product sold by five shops: five of the listings above (each with its history)
+    become its offers, one of them with shipping unknown."""
+    from watches.models import Listing, Product
+
+    product = Product.objects.create(
+        jan=PRODUCT_JAN,
+        name="スコッティ フラワーパック トイレットペーパー 12ロール ダブル",
+        units_per_pack=12,
+        unit_label="roll",
+        last_polled_at=now,
+    )
+    for pk, (shop, shipping) in zip(offer_ids, SHOPS, strict=True):
+        Listing.objects.filter(pk=pk).update(
+            product=product, jan=PRODUCT_JAN, name=product.name, shop_name=shop, shipping=shipping
+        )
 
 
 def free_port() -> int:
@@ -175,26 +211,33 @@ def wrk(url: str, seconds: int, script: str | None = None) -> tuple[float, float
     return rps, p99, int(bad.group(1)) if bad else 0
 
 
-def check_pages(base: str, listing_id: int) -> None:
+def check_pages(base: str, listing_id: int, product_id: int) -> None:
     """The URLs measured answer the real pages (not an error page that happens to be 200):
-    the home page lists listings, the listing page shows its name and the watch form, and
-    every form carries a real CSRF token, not the cache's placeholder."""
+    the home page lists listings, the listing page shows its name and the watch form, the
+    product page its name, every shop's offer and the watch form, and every form carries a
+    real CSRF token, not the cache's placeholder."""
     import requests
 
-    from watches.models import Listing
+    from watches.models import Listing, Product
     from watches.pages.pagecache import CSRF_PLACEHOLDER
 
     home = requests.get(f"{base}/", timeout=30).text
     listing = requests.get(f"{base}/listings/{listing_id}/", timeout=30).text
+    product = requests.get(f"{base}/products/{product_id}/", timeout=30).text
     name = Listing.objects.get(pk=listing_id).name
+    shops = [shop for shop, _ in SHOPS]
     problems = [
         what
         for what, ok in (
             ("home lists no listing", 'class="card listing-row"' in home),
             ("the listing page lacks its name", name in listing),
             ("the listing page lacks the watch form", 'id="watch"' in listing),
-            ("a CSRF placeholder was served", CSRF_PLACEHOLDER not in home + listing),
+            ("the product page lacks its name", Product.objects.get().name in product),
+            ("the product page lacks a shop", all(shop in product for shop in shops)),
+            ("the product page lacks the watch form", 'id="watch"' in product),
+            ("a CSRF placeholder was served", CSRF_PLACEHOLDER not in home + listing + product),
             ("a form has no token", 'name="csrfmiddlewaretoken" value="' in home),
+            ("the product form has no token", 'name="csrfmiddlewaretoken" value="' in product),
         )
         if not ok
     ]
@@ -202,7 +245,7 @@ def check_pages(base: str, listing_id: int) -> None:
         raise SystemExit("the pages measured are not the real pages: " + "; ".join(problems))
 
 
-def check_same_page(base: str, listing_id: int) -> None:
+def check_same_page(base: str, listing_id: int, product_id: int) -> None:
     """The bench's uncached views serve the very page a visitor gets, byte for byte (but for
     each request's own CSRF token)."""
     import requests
@@ -212,10 +255,11 @@ def check_same_page(base: str, listing_id: int) -> None:
         # The token is each request's; the language switch sends the visitor back to the URL.
         return re.sub(r'name="(csrfmiddlewaretoken|next)" value="[^"]+"', "", html)
 
-    real = page(f"{base}/listings/{listing_id}/")
-    for kind in ("observed", "uncached"):
-        if page(f"{base}/bench/{kind}/listings/{listing_id}/") != real:
-            raise SystemExit(f"/bench/{kind}/ does not serve the listing page as it is")
+    for path in (f"listings/{listing_id}/", f"products/{product_id}/"):
+        real = page(f"{base}/{path}")
+        for kind in ("observed", "uncached"):
+            if page(f"{base}/bench/{kind}/{path}") != real:
+                raise SystemExit(f"/bench/{kind}/{path} does not serve the page as it is")
 
 
 def _ms(text: str) -> float:
@@ -231,7 +275,7 @@ def run_one(vendor: str) -> bool:
         django_on_temp_sqlite("pages")
     else:
         django_on_temp_postgres("pages")
-    from watches.models import Listing
+    from watches.models import Listing, Product
 
     started = time.perf_counter()
     points = build(vendor)
@@ -241,6 +285,7 @@ def run_one(vendor: str) -> bool:
         f"wrk -t1 -c4, {ROUNDS} rounds of {DURATION} s per URL"
     )
     ids = list(Listing.objects.order_by("id").values_list("id", flat=True))
+    product_id = Product.objects.get(jan=PRODUCT_JAN).pk
     from django.db import connections
 
     connections.close_all()
@@ -259,11 +304,14 @@ def run_one(vendor: str) -> bool:
         "listing, just observed": (f"{base}/bench/observed/listings/{ids[LISTINGS // 3]}/", None),
         "listing, cache off": (f"{base}/bench/uncached/listings/{ids[LISTINGS // 3]}/", None),
         "random listing pages": (f"{base}/", str(script)),
+        "product page": (f"{base}/products/{product_id}/", None),
+        "product, just observed": (f"{base}/bench/observed/products/{product_id}/", None),
+        "product, cache off": (f"{base}/bench/uncached/products/{product_id}/", None),
     }
     results: dict[str, list[tuple[float, float, int]]] = {label: [] for label in urls}
     try:
-        check_pages(base, ids[LISTINGS // 2])
-        check_same_page(base, ids[LISTINGS // 3])
+        check_pages(base, ids[LISTINGS // 2], product_id)
+        check_same_page(base, ids[LISTINGS // 3], product_id)
         for url, lua in urls.values():
             wrk(url, 2, lua)  # warm-up: imports, template loading, connections
         for _ in range(ROUNDS):

@@ -97,12 +97,12 @@ _ITEMS: tuple[DemoItem, ...] = (
         None,
     ),
     DemoItem(
-        "pf-chao-churu-60", "いなば CIAO ちゅ〜る まぐろ 14g×60本", "ペットフード", 1980, 60, "pc"
+        "pf-chao-churu-60", "いなば CIAO ちゅ〜る まぐろ 14g×60本", "キャットフード", 1980, 60, "pc"
     ),
     DemoItem(
         "pf-canin-indoor-4k",
         "ロイヤルカナン インドア 成猫用 4kg",
-        "ペットフード",
+        "キャットフード",
         7480,
         4000,
         "g",
@@ -111,7 +111,7 @@ _ITEMS: tuple[DemoItem, ...] = (
     DemoItem(
         "pf-pedigree-8k",
         "ペディグリー 成犬用 旨みビーフ&緑黄色野菜 8kg",
-        "ペットフード",
+        "ドッグフード",
         3280,
         8000,
         "g",
@@ -119,7 +119,7 @@ _ITEMS: tuple[DemoItem, ...] = (
     DemoItem(
         "pf-unicharm-sheet-100",
         "ユニ・チャーム デオシート 厚型 レギュラー 100枚",
-        "ペットフード",
+        "ペットシーツ",
         1680,
         100,
         "sheet",

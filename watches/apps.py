@@ -29,6 +29,16 @@ def _listing_deleted(sender, instance, **kwargs) -> None:
     transaction.on_commit(lambda: listings_changed([pk]))
 
 
+def _product_deleted(sender, instance, **kwargs) -> None:
+    from django.db import transaction
+
+    from watches.pages.pagecache import products_changed
+
+    # Its cached page would still be served: it answers 404 once this is committed.
+    pk = instance.pk
+    transaction.on_commit(lambda: products_changed([pk]))
+
+
 class WatchesConfig(AppConfig):
     name = "watches"
     verbose_name = _("Watches")
@@ -42,6 +52,9 @@ class WatchesConfig(AppConfig):
         post_migrate.connect(_ensure_triggers, sender=self, dispatch_uid="watches-triggers")
         post_delete.connect(
             _listing_deleted, sender="watches.Listing", dispatch_uid="watches-listing-deleted"
+        )
+        post_delete.connect(
+            _product_deleted, sender="watches.Product", dispatch_uid="watches-product-deleted"
         )
         # What a polling run needs, the marketplace adapters included, is loaded once per
         # worker (common.longlived).

@@ -82,6 +82,13 @@ class Product(models.Model):
     def __str__(self) -> str:
         return self.name or self.jan
 
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        # Its page shows the row: stale at once (a product saved by staff, intake, its pack).
+        from watches.pages.pagecache import products_changed
+
+        products_changed([self.pk])
+
 
 class Listing(models.Model):
     """One item on one marketplace, with its price and stock as last seen. When its JAN code
@@ -196,10 +203,12 @@ class Listing(models.Model):
         if update_fields is not None and {"name", "category"} & set(update_fields):
             kwargs["update_fields"] = {*update_fields, "search_text"}
         super().save(*args, **kwargs)
-        # A listing saved one by one (staff, add by link, the demo seed) shows at once.
-        from watches.pages.pagecache import listings_changed
+        # A listing saved one by one (staff, add by link, the demo seed) shows at once, and
+        # on its product's page, which it may have just joined.
+        from watches.pages.pagecache import listings_changed, products_changed
 
         listings_changed([self.pk])
+        products_changed([self.product_id])
 
     @property
     def effective_price(self) -> int | None:

@@ -48,5 +48,20 @@ ONE_PER_PRODUCT = (
 # times slower with the table cached (docs/decisions/0013-search-by-trigram-over-folded-text.md).
 # 1.1 is the usual figure for data in memory or on SSD; set for this one statement only.
 PG_RANDOM_PAGE_COST = "1.1"
+# Near misses (watches.search.near): the listings whose search text shares the most trigrams
+# with a word that matched nothing, best first. SQLite: the FTS5 table's own ranking over any
+# of the word's trigrams (an OR of them, each a phrase: a parameter); PostgreSQL: pg_trgm's
+# word similarity, whose `<%` the GIN index serves, at the threshold set for the statement.
+NEAR_BY_INDEX = (
+    "SELECT l.id FROM watches_listing_fts f JOIN watches_listing l ON l.id = f.rowid "
+    "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
+)
+NEAR_BY_INDEX_ORDER = " ORDER BY f.rank LIMIT %s"
+NEAR_BY_SIMILARITY = (
+    "SELECT l.id FROM watches_listing l WHERE NOT l.paused AND %s <%% l.search_text"
+)
+NEAR_BY_SIMILARITY_ORDER = " ORDER BY word_similarity(%s, l.search_text) DESC, l.id LIMIT %s"
+PG_WORD_SIMILARITY = "0.3"
+IN_CATEGORY = " AND l.category = %s"
 # Django's own `contains` lookup escapes %, _ and \ with a backslash; SQLite needs to be told.
 LIKE_ESCAPE = {"sqlite": " ESCAPE '\\'"}

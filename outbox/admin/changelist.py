@@ -125,22 +125,24 @@ class OutboxAdmin(
         )
 
     @admin.display(description=_("retries"))
-    def retries(self, row: Outbox) -> int:
-        return row.retry_count
+    def retries(self, row: Outbox) -> str:
+        return _named(gettext("retries"), row.retry_count)
 
     @admin.display(description=_("detected"))
     def detected(self, row: Outbox) -> str:
-        return compact_time(row.detected_at)
+        return _named(gettext("detected"), compact_time(row.detected_at))
 
     @admin.display(description=_("next / done"))
     def next_or_done(self, row: Outbox) -> str:
         """A queued row's next attempt, a row in flight its claim, a finished row when it
         finished: the one time that matters for where the row stands."""
         if row.status in DUE_STATUSES:
-            return compact_time(row.next_attempt_at)
-        if row.status in TERMINAL:
-            return compact_time(row.sent_at or row.updated_at)
-        return compact_time(row.claimed_at)
+            at = row.next_attempt_at
+        elif row.status in TERMINAL:
+            at = row.sent_at or row.updated_at
+        else:
+            at = row.claimed_at
+        return _named(gettext("next / done"), compact_time(at))
 
     # --- search ---------------------------------------------------------------------------
 
@@ -200,6 +202,12 @@ def _listing_url_parts() -> tuple[str, str]:
     url = reverse("admin:watches_listing_change", args=[987654321])
     head, _, tail = url.partition("987654321")
     return head, tail
+
+
+def _named(column: str, value: object) -> str:
+    """A cell's value with its column's name before it, shown only where the table's header
+    is not (a phone shows each row as a card: outbox/static/outbox/admin.css)."""
+    return format_html('<span class="ob-cell-name">{} </span>{}', column, value)
 
 
 def listing_change_url(listing_id: int) -> str:

@@ -138,7 +138,7 @@ def test_the_admin_fits_the_screen_in_both_languages(browser, live_server, lang,
             for part in ("th", "td"):
                 box = page.locator(f"#outbox-overview-link {part}").bounding_box()
                 assert box["height"] < 60, (part, box)
-        if name == "changelist":
+        if name == "changelist" and size == "laptop":
             row = page.locator("#result_list tbody tr").first.bounding_box()
             assert row["height"] < 90, row  # no column squeezed to a letter per line
         if name == "changelist" and size == "laptop":
@@ -159,6 +159,41 @@ def test_the_admin_fits_the_screen_in_both_languages(browser, live_server, lang,
             for block in page.locator("pre.ob-json").all():
                 box = block.bounding_box()
                 assert box["x"] + box["width"] <= width, box
+
+
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_the_changelist_on_a_phone_reads_each_row_without_scrolling_sideways(
+    browser, live_server, lang
+):
+    """At 360 px each row is a card: its status, reason and times are on the screen, each
+    time named by its column, and the list has nothing to scroll sideways."""
+    User.objects.create_superuser("ops", "ops@example.test", PASSWORD)
+    seed_a_month()
+    page = log_in(browser, live_server, lang=lang, size=SIZES["phone"])
+    page.goto(f"{live_server.url}/admin/outbox/outbox/")
+    results = page.locator("#changelist .results")
+    scroll_width, client_width = results.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll_width <= client_width, f"the list scrolls sideways: {scroll_width}"
+    labels = {
+        "ja": ("検出", "次回／完了"),
+        "en": ("detected", "next / done"),
+    }[lang]
+    rows = page.locator("#result_list tbody tr")
+    for index in range(5):
+        row = rows.nth(index)
+        for column in ("status_col", "reason_col", "detected", "next_or_done"):
+            cell = row.locator(f"td.field-{column}")
+            box = cell.bounding_box()
+            assert box is not None and box["width"] > 0, (index, column)
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 360, (index, column, box)
+        for column, label in zip(("detected", "next_or_done"), labels, strict=True):
+            assert row.locator(f"td.field-{column}").inner_text().startswith(label), column
+        time = row.locator("td.field-detected")
+        line = float(time.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
+        assert time.bounding_box()["height"] < 1.6 * line, "a time on one line"
+    ARTIFACTS.mkdir(exist_ok=True)
+    rows.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / f"admin-{lang}-360-changelist-rows.png"))
 
 
 def test_overview_counts_lead_to_the_rows_they_count(browser, live_server):

@@ -46,15 +46,15 @@ def test_add_a_product_by_jan_see_its_offers_and_watch_it(browser, live_server, 
     page.get_by_role("button", name="Find every shop").click()
     product = Product.objects.get(jan=JAN)
     page.wait_for_url(f"**/products/{product.pk}/")
-    shops_in_order = page.locator("table.offers tbody th").all_inner_texts()
+    shops_in_order = page.locator("ol.offers .offer-shop").all_inner_texts()
     assert [text.split(" ")[0] for text in shops_in_order] == [
         "yasu-d",
         "yasu-b",
         "yasu-c",
         "yasu-a",
     ]
-    assert "from ¥505 at 4 shops" in page.locator("h1 + p").inner_text()
-    assert "unknown (not included)" in page.locator("table.offers").inner_text()
+    assert "from ¥505 at 4 shops" in page.locator(".offers-from").inner_text()
+    assert "shipping unknown" in page.locator("ol.offers").inner_text()
 
     page.get_by_label("Your price (yen)").fill("500")
     page.get_by_role("button", name="Watch every shop").click()
@@ -62,6 +62,35 @@ def test_add_a_product_by_jan_see_its_offers_and_watch_it(browser, live_server, 
     assert page.get_by_role("heading", name="You are watching this").is_visible()
     watch = Watch.objects.get()
     assert (watch.product, watch.target_price) == (product, 500)
+    context.close()
+
+
+@pytest.mark.parametrize(
+    ("locale", "words"),
+    [("en-US", ("Search", "Find every shop")), ("ja-JP", ("検索", "ショップを探す"))],
+)
+def test_a_jan_code_typed_in_the_search_box_adds_then_opens_its_product(
+    browser, live_server, shops, locale, words
+):
+    search, find = words
+    context, page = new_page(browser, 360, 740, locale)
+    page.goto(f"{live_server.url}/")
+    page.locator("#q").fill(JAN)
+    page.get_by_role("button", name=search, exact=True).click()
+    page.wait_for_url("**/?q=*")
+    # Not known yet: the JAN form is open, filled in, and the empty result points to it.
+    jan_field = page.locator("#add-jan input[name=jan]")
+    assert jan_field.is_visible() and jan_field.input_value() == JAN
+    page.locator(".listings a[href='#add-jan']").click()
+    page.locator("#add-jan").get_by_role("button", name=find).click()
+    product = Product.objects.get(jan=JAN)
+    page.wait_for_url(f"**/products/{product.pk}/")
+    # Known now: the same code in the search box opens its page.
+    page.goto(f"{live_server.url}/")
+    page.locator("#q").fill(f"{JAN[:7]} {JAN[7:]}")
+    page.locator("#q").press("Enter")
+    page.wait_for_url(f"**/products/{product.pk}/")
+    assert page.locator("ol.offers .offer").count() == 4
     context.close()
 
 
@@ -91,7 +120,7 @@ def test_where_the_browser_reads_barcodes_scanning_adds_the_product(browser, liv
     page.wait_for_url(product_url)
     assert page.evaluate("window.__formats") is None  # a new page: the detector's job is done
     assert Product.objects.get().jan == JAN
-    assert page.locator("table.offers tbody tr").count() == 4
+    assert page.locator("ol.offers .offer").count() == 4
     context.close()
 
 
@@ -107,19 +136,43 @@ def test_a_bad_jan_is_told_next_to_the_field_in_the_browser(browser, live_server
     context.close()
 
 
+LONG_SHOP = "トイレットペーパーと日用品の専門店 やすごろ本店"
+
+
+def one_line(box: dict, line_height: float) -> bool:
+    return box["height"] < 1.6 * line_height
+
+
 @pytest.mark.parametrize(("locale", "lang"), [("en-US", "en"), ("ja-JP", "ja")])
-def test_the_product_page_on_a_phone_and_a_desktop(browser, live_server, shops, locale, lang):
+def test_each_offer_reads_whole_on_a_phone_and_a_desktop(browser, live_server, shops, locale, lang):
+    """A card per shop: nothing wider than the screen, and each offer's shop name, price and
+    time of the last check each on one line — never a time broken as "21:0 / 7" or a shop
+    name a character per line."""
+    from watches.models import Listing
     from watches.products.intake import add_product
 
     product = add_product(JAN)
+    Listing.objects.filter(item_code="yasu-c_tp-12r").update(shop_name=LONG_SHOP)
     ARTIFACTS.mkdir(exist_ok=True)
     for width, height in ((360, 740), (1280, 800)):
         context, page = new_page(browser, width, height, locale)
         page.goto(f"{live_server.url}/products/{product.pk}/")
         assert page.locator(f'html[lang="{lang}"]').count() == 1
-        assert page.locator("table.offers tbody tr").count() == 4
-        # Nothing wider than the screen: the offers table scrolls inside its own box.
+        offers = page.locator("ol.offers .offer")
+        assert offers.count() == 4
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{width}px: {overflow}px too wide"
+        for index in range(4):
+            card = offers.nth(index)
+            card_box = card.bounding_box()
+            assert card_box["x"] >= 0 and card_box["x"] + card_box["width"] <= width
+            for part in (".offer-shop", ".offer-price .price", ".offer-checked"):
+                element = card.locator(part)
+                line = float(element.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)"))
+                box = element.bounding_box()
+                assert one_line(box, line), (width, lang, part, element.inner_text(), box)
+                assert box["x"] + box["width"] <= card_box["x"] + card_box["width"] + 1
+        long_name = page.locator(".offer-shop a", has_text="トイレットペーパーと日用品")
+        assert long_name.get_attribute("title") == LONG_SHOP, "the whole name, when cut"
         page.screenshot(path=str(ARTIFACTS / f"product-{lang}-{width}.png"), full_page=True)
         context.close()

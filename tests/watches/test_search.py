@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 TP = {"tp-scottie-12r", "tp-nepia-18r", "tp-elleair-24r"}
 DETERGENT = {"dt-attack-zero-2k", "dt-ariel-gel-12", "dt-joy-1l", "dt-bold-refill"}
 COFFEE = {"cf-ucc-golden-1k", "cf-key-drip-40", "cf-nescafe-gold-120", "cf-boss-can-24"}
-PET = {"pf-chao-churu-60", "pf-canin-indoor-4k", "pf-pedigree-8k", "pf-unicharm-sheet-100"}
+CAT_FOOD = {"pf-chao-churu-60", "pf-canin-indoor-4k"}
+DOG_FOOD = {"pf-pedigree-8k"}
+PET_SHEETS = {"pf-unicharm-sheet-100"}
 WATER = {"wt-iroha-24", "wt-suntory-2l-9"}
 DIAPERS = {"dp-merries-l-108", "dp-moony-m-64"}
 REFILLS = {
@@ -78,9 +80,17 @@ QUERIES: dict[str, set[str]] = {
     "detergent": DETERGENT,
     "COFFEE": COFFEE,
     "ＣＯＦＦＥＥ": COFFEE,
-    "ペットフード": PET,
-    "pet food": PET,
-    "cat food": PET,
+    "ペットフード": CAT_FOOD | DOG_FOOD,  # both foods, not the sheets
+    "pet food": CAT_FOOD | DOG_FOOD,
+    "キャットフード": CAT_FOOD,  # that category, not its neighbours
+    "cat food": CAT_FOOD,
+    "ドッグフード": DOG_FOOD,
+    "dog food": DOG_FOOD,
+    "ペットシーツ": PET_SHEETS,
+    "猫 えさ": CAT_FOOD,  # everyday words
+    "ねこ ごはん": CAT_FOOD,
+    "犬 餌": DOG_FOOD,
+    "pet": CAT_FOOD | DOG_FOOD | PET_SHEETS,
     "飲料": WATER,
     "drinks": WATER,
     "water": WATER,
@@ -89,6 +99,9 @@ QUERIES: dict[str, set[str]] = {
     "diapers": DIAPERS,
     "shampoo": {"sh-merit-refill-2l", "sh-biore-u-refill"},
     "kitchen": {"kt-saran-wrap", "kt-ziploc-l-60"},
+    # near misses written in the loose form the search text carries too
+    "すこてい": {"tp-scottie-12r"},
+    "scotie": {"tp-scottie-12r"},
     # nothing
     "nothing-like-this": set(),
     "洗剤 coffee": set(),

@@ -9,9 +9,11 @@ A listing's own page and chart carry instead that *listing's version*, which
 `listings_changed(ids)` moves on (with the prices version) once those listings are observed,
 saved, paused or deleted: the prices version moves with every observation saved anywhere —
 about every minute — and a listing's page need not be rendered again for another listing's
-price. Both live in the shared `pages` cache (Redis with REDIS_URL, else files under var/,
-which the web server and the cluster of `make run` share). A fragment that depends only on
-what its key names carries `PURE`, no version at all.
+price. A product's page carries its own *product version*, which `products_changed(ids)`
+moves when the product's row changes or a listing joins it, and the versions of its offers
+(`product_version`). All live in the shared `pages` cache (Redis with REDIS_URL, else files
+under var/, which the web server and the cluster of `make run` share). A fragment that
+depends only on what its key names carries `PURE`, no version at all.
 Entries also expire after FRAGMENT_SECONDS, for writers that do not tell.
 
 As a key names one version, what it holds never changes: each process also keeps the last
@@ -27,6 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
+from typing import TypeVar
 
 from django.contrib.messages import get_messages
 from django.core.cache import caches
@@ -41,6 +44,7 @@ CACHE = "pages"
 CSRF_PLACEHOLDER = "csrf-token-of-the-request"
 VERSION_KEY = "pages:prices-version"
 LISTING_VERSION_KEY = "pages:listing-version:%d"
+PRODUCT_VERSION_KEY = "pages:product-version:%d"
 LISTING_VERSION_SECONDS = 86400
 # The version of a fragment keyed on everything it is rendered from: never stale.
 PURE = "pure"
@@ -48,7 +52,9 @@ FRAGMENT_SECONDS = 10 * 60
 # About 20 KB each: a few MB per process at most.
 LOCAL_ENTRIES = 256
 
-_local: OrderedDict[str, tuple[float, str]] = OrderedDict()
+T = TypeVar("T")
+
+_local: OrderedDict[str, tuple[float, object]] = OrderedDict()
 _local_lock = threading.Lock()
 
 
@@ -81,6 +87,30 @@ def listing_version(listing_id: int) -> int:
     return _version(LISTING_VERSION_KEY % listing_id, LISTING_VERSION_SECONDS)
 
 
+def products_changed(product_ids: Iterable[int]) -> None:
+    """Make these products' pages stale: their own row changed, or a listing joined them.
+    (What their offers show moves with the offers' own versions.)"""
+    keys = [PRODUCT_VERSION_KEY % pk for pk in set(product_ids) if pk is not None]
+    if keys:
+        caches[CACHE].delete_many(keys)
+
+
+def product_version(product_id: int, offer_ids: Callable[[], list[int]]) -> str:
+    """The version of a product's page: the product's own, and its offers' (`offer_ids()`
+    reads which listings they are, kept under the product's version), so an offer observed,
+    saved, paused or deleted makes the page stale as the product's own change does."""
+    own = _version(PRODUCT_VERSION_KEY % product_id, LISTING_VERSION_SECONDS)
+    ids = value("product-offer-ids", (product_id,), lambda: tuple(offer_ids()), own)
+    keys = [LISTING_VERSION_KEY % pk for pk in ids]
+    cache = caches[CACHE]
+    versions = cache.get_many(keys)
+    for key in keys:
+        if key not in versions:
+            versions[key] = _version(key, LISTING_VERSION_SECONDS)
+    joined = ",".join([str(own), *(f"{key}={versions[key]}" for key in keys)])
+    return hashlib.blake2b(joined.encode(), digest_size=12).hexdigest()
+
+
 def _version(key: str, timeout: int | None = None) -> int:
     cache = caches[CACHE]
     version = cache.get(key)
@@ -106,7 +136,15 @@ def fragment(
     """The HTML of fragment `name` for `parts` (what it varies on besides the language and
     the version: the prices version unless `version` is given), rendered by `render()` when
     it is not cached."""
-    return mark_safe(_cached(name, parts, render, version))  # noqa: S308 (our own rendered output)
+    html = _cached(name, parts, lambda: str(render()), version)
+    return mark_safe(html)  # noqa: S308 (our own rendered output)
+
+
+def value(name: str, parts: tuple, compute: Callable[[], T], version: int | str | None = None) -> T:
+    """What `compute()` returns (anything the cache can pickle, and never changed by its
+    readers: a process shares it), kept as `fragment` keeps HTML — for figures a page
+    computes from many rows and shows in several places."""
+    return _cached(name, parts, compute, version)
 
 
 def shared(request: HttpRequest, params: Collection[str] = ()) -> bool:
@@ -138,15 +176,15 @@ def page(
     html = _cached(
         f"page-{name}",
         (*parts, request.get_full_path()),
-        lambda: render(CSRF_PLACEHOLDER),
+        lambda: str(render(CSRF_PLACEHOLDER)),
         version,
     )
     return HttpResponse(with_csrf(request, html))
 
 
 def _cached(
-    name: str, parts: tuple, render: Callable[[], str], version: int | str | None = None
-) -> str:
+    name: str, parts: tuple, compute: Callable[[], T], version: int | str | None = None
+) -> T:
     raw = "\x1f".join(str(part) for part in (get_language(), *parts))
     digest = hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
     # Read before rendering: a page rendered from rows read before a change was committed
@@ -161,7 +199,7 @@ def _cached(
         entry = cache.get(key)
         if entry is None:
             # The shared entry carries its expiry, so no process keeps it in memory longer.
-            entry = (now + FRAGMENT_SECONDS, str(render()))
+            entry = (now + FRAGMENT_SECONDS, compute())
             cache.set(key, entry, timeout=FRAGMENT_SECONDS)
         with _local_lock:
             _local[key] = entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -19,12 +20,14 @@ from django.views.decorators.http import require_http_methods
 
 from watches import devices, intake, throttle
 from watches.models import Device, Listing, PricePoint, Product, Watch
-from watches.pages import pagecache, watchlist
+from watches.pages import pagecache, results, watchlist
 from watches.pages.charts import price_chart
 from watches.pages.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.pages.pagecache import CSRF_PLACEHOLDER
 from watches.polling.history import load_points, newest_point_at
 from watches.products import intake as product_intake
+from watches.products.jan import is_jan, typed_jan
+from watches.search import near
 from watches.search import query as search
 from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
@@ -66,6 +69,15 @@ ADD_PER_MINUTE = 10
 
 @require_http_methods(["GET", "HEAD"])
 def home(request: HttpRequest) -> HttpResponse:
+    jan = typed_jan(request.GET.get("q", ""))
+    if jan is not None:
+        # A JAN code in the search box: its product when we know it, else the JAN form,
+        # filled in (and its problem said, when the code is not a valid one).
+        product = Product.objects.filter(jan=jan).first()
+        if product is not None:
+            return redirect("product", product.pk)
+        form = AddByJanForm(initial={"jan": jan}) if is_jan(jan) else AddByJanForm({"jan": jan})
+        return _render_home(request, jan_form=form)
     if pagecache.shared(request, BROWSE_PARAMS):
         # Browsing says nothing personal: the whole page is cached until prices change.
         return pagecache.page(
@@ -99,10 +111,11 @@ def _home_html(
     query = search.normalise(request.GET.get("q", ""))
     category = request.GET.get("category", "")[:100]
     page_number = _page_number(request.GET.get("page"))
+    jan = typed_jan(query)
     if query:
         # Searches vary without end: rendered each time (the index makes them cheap).
         chips = _chips(query, category)
-        results = _results(query, category, page_number)
+        results = _results(query, category, page_number, jan=jan)
     else:
         # Browsing is the same for everyone: cached per language until prices change.
         chips = pagecache.fragment("chips", (category,), lambda: _chips("", category))
@@ -129,6 +142,7 @@ def _home_html(
             "add_field_html": add_field,
             "csrf_token": csrf_token,
             "jan_form": jan_form,
+            "jan_typed": jan is not None,
         },
         request=request,
     )
@@ -139,28 +153,40 @@ def _chips(query: str, category: str) -> str:
     return render_to_string("watches/_chips.html", context)
 
 
-def _results(query: str, category: str, page_number: int) -> str:
-    more = False
+def _results(query: str, category: str, page_number: int, *, jan: str | None = None) -> str:
+    more, suggestion = False, None
     if query:
         found = search.search_results(query, category)
+        if not found.found and jan is None:
+            # Nothing: perhaps a near miss ("did you mean"), whose results are shown instead.
+            suggestion = near.suggest(query, category)
+            if suggestion is not None:
+                found = search.search_results(suggestion.query, category)
         listings, more = found.listings, found.more
     else:
         listings = search.search("", category)
     page = Paginator(listings, PAGE_SIZE).get_page(page_number)
     browsing = bool(query or category)
-    cheap = [] if browsing or page.number > 1 else list(search.cheap_now())
-    rows = [*page, *cheap]
-    summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
-    for row in rows:
-        row.offers_from = summaries.get(row.product_id)
+    cheap = [] if browsing or page.number > 1 else search.cheap_now()
+    # One query for the offers of every product on the page and in "cheap right now".
+    page_rows, cheap_rows = results.rows(page, cheap)
     context = {
         "query": query,
         "category": category,
         "page": page,
+        "rows": page_rows,
         "more": more,
-        "cheap": cheap,
+        "cheap": cheap_rows,
+        "jan": jan,
+        "suggestion": suggestion,
+        "suggestion_link": _search_link(suggestion.query, category) if suggestion else "",
     }
     return render_to_string("watches/_results.html", context)
+
+
+def _search_link(query: str, category: str) -> str:
+    params = {"q": query, **({"category": category} if category else {})}
+    return format_html('<a href="{}?{}">{}</a>', reverse("home"), urlencode(params), query)
 
 
 def _page_number(raw: str | None) -> int:

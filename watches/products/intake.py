@@ -89,8 +89,9 @@ def adopt_listings(product: Product) -> int:
     joining = Listing.objects.filter(jan=product.jan, product__isnull=True)
     ids = list(joining.values_list("pk", flat=True))
     joined = Listing.objects.filter(pk__in=ids, product__isnull=True).update(product=product)
-    # Their pages link to the product now.
+    # Their pages link to the product now, and its page shows them.
     transaction.on_commit(lambda: pagecache.listings_changed(ids))
+    transaction.on_commit(lambda: pagecache.products_changed([product.pk]))
     return joined
 
 
@@ -129,6 +130,8 @@ def _new_product(jan: str) -> Product:
         pairs = offer_answers(source, [product], {jan: answer}, now)
         observe(pairs, now).save()
     Product.objects.filter(pk=product.pk).update(last_polled_at=now, last_error=product.last_error)
+    pk = product.pk
+    transaction.on_commit(lambda: pagecache.products_changed([pk]))
     return product
 
 

@@ -57,3 +57,16 @@ def is_jan(text: object) -> bool:
     except InvalidJAN:
         return False
     return True
+
+
+def typed_jan(text: str) -> str | None:
+    """The digits of `text` when it is written as a JAN code is (8 or 13 digits, with the
+    separators a label puts between them), whether or not its check digit is right: what a
+    search box takes for a JAN code rather than words."""
+    if len(text) > MAX_INPUT:
+        return None
+    folded = unicodedata.normalize("NFKC", text).strip()
+    digits = "".join(c for c in folded if c not in _SEPARATORS)
+    if len(digits) in _LENGTHS and all("0" <= c <= "9" for c in digits):
+        return digits
+    return None

@@ -16,7 +16,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from watches.models import Listing, effective_price
+from django.db.models import OuterRef, Subquery
+
+from watches.models import Listing, PricePoint, Product, effective_price
 from watches.polling.history import PointRow, point_rows
 from watches.triggers import Point
 
@@ -46,6 +48,39 @@ def best_offer(offers: Iterable[OfferT]) -> OfferT | None:
     """The cheapest offer in stock, or None when no shop has it."""
     available = in_stock(offers)
     return min(available, key=rank) if available else None
+
+
+def typical_price(offers: Iterable[Listing]) -> int | None:
+    """What the product usually costs: the lowest of its offers' typical prices. A product
+    is cheap now only when its best offer beats what even the cheapest shop usually asks
+    (`watches.search.query.cheap_now` judges by the same rule)."""
+    typicals = [offer.typical_price for offer in offers if offer.typical_price]
+    return min(typicals) if typicals else None
+
+
+def offers_with_newest_point(product: Product) -> list[Listing]:
+    """Every offer of `product`, paused ones too (its history reads them), in id order, each
+    with `newest_point_at` — when its newest price point was observed: the product's history
+    changes only with those (points are only ever added), so a page caches its chart under
+    them. One query, one index step per offer."""
+    newest = (
+        PricePoint.objects.filter(listing=OuterRef("pk"))
+        .order_by("-observed_at")
+        .values("observed_at")[:1]
+    )
+    offers = Listing.objects.filter(product=product).annotate(newest_point_at=Subquery(newest))
+    return list(offers.order_by("id"))
+
+
+def offers_by_product(product_ids: Iterable[int]) -> dict[int, list[Listing]]:
+    """Each product's tracked offers (not paused), with the product, in one query."""
+    ids = set(product_ids)
+    offers: dict[int, list[Listing]] = defaultdict(list)
+    if ids:
+        tracked = Listing.objects.filter(product_id__in=ids, paused=False).select_related("product")
+        for offer in tracked.order_by("id"):
+            offers[offer.product_id].append(offer)
+    return offers
 
 
 def cheapest_points(rows: Iterable[PointRow]) -> list[Point]:

@@ -165,11 +165,15 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
 def save_poll_state(products: Iterable[Product]) -> None:
     """Write each product's poll state (when asked, and the error an answer left) as
     `offer_answers` set it in memory."""
+    products = list(products)
     update_by_id(
         Product,
         ("last_polled_at", "last_error"),
         ((p.pk, (p.last_polled_at, p.last_error)) for p in products),
     )
+    # Their pages say when every shop was last asked.
+    ids = [p.pk for p in products]
+    transaction.on_commit(lambda: pagecache.products_changed(ids))
 
 
 def offer_answers(
@@ -224,9 +228,10 @@ def offer_listing(source: str, product: Product, offer: Observation) -> Listing:
         Listing.objects.filter(pk=listing.pk, product__isnull=True).update(
             product=product, jan=product.jan
         )
-        # Its page links to the product now.
+        # Its page links to the product now, and the product's page shows it.
         pk = listing.pk
         transaction.on_commit(lambda: pagecache.listings_changed([pk]))
+        transaction.on_commit(lambda: pagecache.products_changed([product.pk]))
         listing.product, listing.jan = product, product.jan
     return listing
 

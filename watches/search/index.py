@@ -23,11 +23,17 @@ from watches.sql import (
     FIRST_BY_SCAN,
     FTS,
     FTS_TRIGGERS,
+    IN_CATEGORY,
     LIKE_ESCAPE,
     MATCH_FTS,
+    NEAR_BY_INDEX,
+    NEAR_BY_INDEX_ORDER,
+    NEAR_BY_SIMILARITY,
+    NEAR_BY_SIMILARITY_ORDER,
     ONE_PER_PRODUCT,
     PG_INDEX,
     PG_RANDOM_PAGE_COST,
+    PG_WORD_SIMILARITY,
     REBUILD_FTS,
     TABLE,
 )
@@ -138,4 +144,48 @@ def first_matches(
         if connection.vendor == "postgresql":
             # Inside a caller's transaction the setting would outlive this statement.
             cursor.execute("SELECT set_config('random_page_cost', %s, true)", [before])
+    return ids
+
+
+def nearest_matches(
+    connection: BaseDatabaseWrapper, word: str, category: str, limit: int
+) -> list[int]:
+    """Ids of at most `limit` active listings (in `category` when one is given) whose search
+    text shares the most trigrams with `word` (folded, and in its loose form: three
+    characters or more), best first, found through the index: FTS5's ranking of any of the
+    word's trigrams on SQLite, pg_trgm's word similarity on PostgreSQL. The word's trigrams are
+    padded with a space on each side, as pg_trgm pads words."""
+    if len(word) < 3:
+        return []
+    category_sql, category_params = (IN_CATEGORY, [category]) if category else ("", [])
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            # Padded as pg_trgm pads a word (FTS5 indexes the spaces between words too).
+            padded = f" {word} "
+            trigrams = sorted({padded[i : i + 3] for i in range(len(padded) - 2)})
+            phrases = " OR ".join('"' + tri.replace('"', '""') + '"' for tri in trigrams)
+            cursor.execute(
+                NEAR_BY_INDEX + category_sql + NEAR_BY_INDEX_ORDER,
+                [phrases, *category_params, limit],
+            )
+            return [row[0] for row in cursor.fetchall()]
+        # Missing (None) until pg_trgm is first used in the session.
+        cursor.execute(
+            "SELECT current_setting('pg_trgm.word_similarity_threshold', true), "
+            "set_config('pg_trgm.word_similarity_threshold', %s, true)",
+            [PG_WORD_SIMILARITY],
+        )
+        before = cursor.fetchone()[0]
+        cursor.execute(
+            NEAR_BY_SIMILARITY + category_sql + NEAR_BY_SIMILARITY_ORDER,
+            [word, *category_params, word, limit],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        # Inside a caller's transaction the setting would outlive this statement.
+        if before:
+            cursor.execute(
+                "SELECT set_config('pg_trgm.word_similarity_threshold', %s, true)", [before]
+            )
+        else:
+            cursor.execute("RESET pg_trgm.word_similarity_threshold")
     return ids

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import (
-    Count,
     ExpressionWrapper,
     F,
     FloatField,
@@ -23,7 +21,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from watches.models import Listing
+from watches.models import Listing, Product
 from watches.search.index import first_matches, matching
 from watches.search.text import MAX_QUERY, query_terms
 from watches.search.vocabulary import category_label
@@ -40,6 +38,7 @@ SEARCH_CAP = 1000
 class SearchResults:
     listings: QuerySet[Listing]  # at most SEARCH_CAP, in name order
     more: bool  # more than SEARCH_CAP listings match
+    found: int = 0  # how many `listings` holds
 
 
 def normalise(text: str) -> str:
@@ -59,8 +58,8 @@ def search(query: str = "", category: str = "") -> QuerySet[Listing]:
     """Active listings whose search text holds every word of `query` (folded the same way:
     hiragana finds katakana, full-width finds half-width, English finds the Japanese
     category, romaji finds the reading), in name order (the `listing_browse` index). A
-    product's offers stand for it once: its first offer (the pages then show "from ¥X at N
-    shops", `offer_summaries`)."""
+    product's offers stand for it once: its first offer (the pages then show it priced by its
+    cheapest offer, `watches.pages.results`)."""
     first_offer = (
         Listing.objects.filter(product_id=OuterRef("product_id"), paused=False)
         .order_by("id")
@@ -82,43 +81,53 @@ def search_results(query: str, category: str = "") -> SearchResults:
     the first SEARCH_CAP the index yields (found without finding the rest), in name order."""
     ids = first_matches(connection, query_terms(query), category, SEARCH_CAP + 1)
     listings = Listing.objects.filter(id__in=ids[:SEARCH_CAP]).order_by("name", "id")
-    return SearchResults(listings, more=len(ids) > SEARCH_CAP)
+    return SearchResults(listings, more=len(ids) > SEARCH_CAP, found=len(ids[:SEARCH_CAP]))
 
 
-def cheap_now(limit: int = 10) -> QuerySet[Listing]:
-    """In stock, at or near the 90-day low; the biggest drops below the typical price first."""
-    return (
+def cheap_now(limit: int = 10) -> list[Listing | Product]:
+    """In stock, at or near the 90-day low; the biggest drops below the typical price first.
+    A product counts once, by its cheapest offer in stock (price plus known shipping, as
+    `watches.products.offers.rank` has it) against the lowest 90-day low and the lowest typical
+    price among its offers: it is cheap only when no shop usually sells it for less. Listings
+    that are no product's offer are judged on their own. Each item carries its `drop`."""
+    listings = (
         with_effective_price(
             Listing.objects.filter(
-                paused=False, in_stock=True, low_90__isnull=False, typical_price__gt=0
+                product__isnull=True,
+                paused=False,
+                in_stock=True,
+                low_90__isnull=False,
+                typical_price__gt=0,
             )
         )
         .filter(eff__lte=F("low_90") * NEAR_LOW)
-        .annotate(
-            drop=ExpressionWrapper(
-                (F("eff") - F("typical_price")) * 1.0 / F("typical_price"),
-                output_field=FloatField(),
-            )
-        )
+        .annotate(drop=_drop(F("eff"), F("typical_price")))
         .filter(drop__lt=0)
         .order_by("drop", "id")[:limit]
     )
-
-
-def offer_summaries(product_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """Product id -> (cheapest effective price in stock, how many shops have it in stock),
-    in one query: "from ¥X at N shops"."""
-    rows = (
-        with_effective_price(
-            Listing.objects.filter(
-                product_id__in=set(product_ids), paused=False, in_stock=True, price__isnull=False
-            )
+    live = Q(offers__paused=False)
+    offer_price = F("offers__price") + Coalesce(F("offers__shipping"), Value(0))
+    products = (
+        Product.objects.annotate(
+            best=Min(
+                offer_price,
+                filter=live & Q(offers__in_stock=True, offers__price__isnull=False),
+                output_field=IntegerField(),
+            ),
+            low=Min("offers__low_90", filter=live),
+            typical=Min("offers__typical_price", filter=live & Q(offers__typical_price__gt=0)),
         )
-        .values("product_id")
-        .annotate(low=Min("eff"), shops=Count("id"))
-        .order_by()
+        .filter(best__lte=F("low") * NEAR_LOW)
+        .annotate(drop=_drop(F("best"), F("typical")))
+        .filter(drop__lt=0)
+        .order_by("drop", "id")[:limit]
     )
-    return {row["product_id"]: (row["low"], row["shops"]) for row in rows}
+    both: list[Listing | Product] = [*listings, *products]
+    return sorted(both, key=lambda item: item.drop)[:limit]
+
+
+def _drop(price: F, typical: F) -> ExpressionWrapper:
+    return ExpressionWrapper((price - typical) * 1.0 / typical, output_field=FloatField())
 
 
 def categories() -> list[tuple[str, str]]:

@@ -18,6 +18,9 @@ class Category:
     words: tuple[str, ...]  # what a person may type for it, in either language
 
 
+# What people call food for any pet: its everyday words (えさ, 餌: feed) included.
+_PET_FOOD = ("pet food", "ペットフード", "pet", "ペット", "えさ", "餌", "ごはん")
+
 # Keyed by the category as listings store it (the marketplace's Japanese name).
 CATEGORIES: dict[str, Category] = {
     "トイレットペーパー": Category(
@@ -31,13 +34,34 @@ CATEGORIES: dict[str, Category] = {
         ("detergent", "laundry", "washing", "dish soap", "washing-up liquid", "洗濯", "食器用"),
     ),
     "コーヒー": Category(_("Coffee"), ("coffee", "珈琲", "ドリップ")),
-    "ペットフード": Category(
-        _("Pet food"),
-        ("pet food", "cat food", "dog food", "pet", "キャットフード", "ドッグフード", "猫", "犬"),
+    # Cat food, dog food and pet sheets are each their own category, so that a word for one
+    # never finds the others; the words for what they share (pet food, feed) find both foods.
+    "キャットフード": Category(
+        _("Cat food"),
+        (
+            "cat food",
+            "cat",
+            "猫",
+            "ねこ",
+            "猫用",
+            "キャット",
+            "ねこのえさ",
+            *_PET_FOOD,
+        ),
     ),
+    "ドッグフード": Category(
+        _("Dog food"),
+        ("dog food", "dog", "犬", "いぬ", "犬用", "ドッグ", "いぬのえさ", *_PET_FOOD),
+    ),
+    "ペットシーツ": Category(
+        _("Pet sheets"),
+        ("pet sheets", "pee pads", "puppy pads", "pet", "ペット", "ペットシート", "犬", "いぬ"),
+    ),
+    # A listing filed under pet food as a whole (a marketplace's wider category).
+    "ペットフード": Category(_("Pet food"), _PET_FOOD),
     "シャンプー": Category(
         _("Shampoo and body wash"),
-        ("shampoo", "body wash", "body soap", "soap", "ボディソープ", "ボディウォッシュ"),
+        ("shampoo", "body wash", "body soap", "ボディソープ", "ボディウォッシュ"),
     ),
     "飲料": Category(
         _("Drinks"),
