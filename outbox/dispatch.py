@@ -198,9 +198,7 @@ def _decide_and_deliver(
             {pk: answer for pk, (_, answer) in offers.items()},
         )
     )
-    to_send = [
-        (row, decisions[row.id].message) for row in live if decisions[row.id].message is not None
-    ]
+    to_send = [(row, message) for row in live if (message := decisions[row.id].message) is not None]
     if to_send:
         # A beat right before the first delivery also records the intent of each.
         lease.beat(starting=[row.id for row, _ in to_send])
@@ -228,15 +226,17 @@ def _decide_and_deliver(
             )
         }
         for (row, message), (_, delivery) in zip(sends, delivered, strict=True):
-            rows = message.rows or (row.id,)
-            for row_id in rows:
+            row_ids = message.rows or (row.id,)
+            for row_id in row_ids:
                 decisions[row_id].digest = digests.membership(message, row_id)
                 if delivery.gated_at is not None:
                     age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
-                    decisions[row_id].data["fresh_age_seconds"] = round(age, 3)
+                    facts = decisions[row_id].data
+                    assert facts is not None  # a row to send has its facts (outbox.recheck)
+                    facts["fresh_age_seconds"] = round(age, 3)
                 apply_delivery(decisions[row_id], delivery)
             if delivery.error is not None and delivery.error.kind == DeliveryKind.EXPIRED:
-                _again_at_once(cycle, decisions, rows, reused)
+                _again_at_once(cycle, decisions, row_ids, reused)
     return decisions, held
 
 
