@@ -105,9 +105,9 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
         if not offers:
             form.add_error(None, _("No shop offers this product now, so it cannot be watched."))
         if offers and form.is_valid():
-            device = devices.get_or_create_device(request)
-            watch, created = save_product_watch(device, product, form.params())
-            messages.success(request, watchlist.saved_message(watch, device, created=created))
+            owner = devices.get_or_create_device(request)
+            watch, created = save_product_watch(owner, product, form.params())
+            messages.success(request, watchlist.saved_message(watch, owner, created=created))
             return redirect(reverse("product", args=[product.pk]) + "#your-watches")
         status = 400
     else:

@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
@@ -152,7 +152,9 @@ def _results(query: str, category: str, page_number: int) -> str:
     rows = [*page, *cheap]
     summaries = search.offer_summaries(r.product_id for r in rows if r.product_id)
     for row in rows:
-        row.offers_from = summaries.get(row.product_id)
+        # For the row's template only, not a field of the model: set (and read) by name.
+        offers_from = summaries.get(row.product_id) if row.product_id is not None else None
+        setattr(row, "offers_from", offers_from)  # noqa: B010
     context = {
         "query": query,
         "category": category,
@@ -214,9 +216,9 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
             form.add_error(None, _("We no longer track this item, so it cannot be watched."))
         elif form.is_valid():
             params = form.params()
-            device = devices.get_or_create_device(request)
-            watch, created = watchlist.save_watch(device, listing, params)
-            messages.success(request, watchlist.saved_message(watch, device, created=created))
+            owner = devices.get_or_create_device(request)
+            watch, created = watchlist.save_watch(owner, listing, params)
+            messages.success(request, watchlist.saved_message(watch, owner, created=created))
             return redirect(reverse("listing", args=[listing.pk]) + "#your-watches")
     else:
         form = WatchForm(listing=listing)
@@ -299,7 +301,8 @@ def _listing_html(
         for watch in mine:
             # Already at hand: no query per watch.
             watch.listing = listing
-            watch.first_seen = first_seen
+            # What `watchlist.live_watches` annotates, read by name (`watchlist.rows_for`).
+            setattr(watch, "first_seen", first_seen)  # noqa: B010
     if main is None:
         main = _listing_main(listing, now, watchlist.chart_target(listing, mine))
     if form.is_bound:
@@ -370,7 +373,7 @@ def _listing_main(listing: Listing, now, target=None) -> str:
     )
 
 
-def _chart_html(listing: Listing, now: dt.datetime, target=None) -> str:
+def _chart_html(listing: Listing, now: dt.datetime, target=None) -> SafeString:
     points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
     chart = price_chart(
         points, now=now, low=listing.low_90, typical=listing.typical_price, target=target
