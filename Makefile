@@ -61,10 +61,12 @@ test-reliability: $(VENV)/.installed
 	DJANGO_SETTINGS_MODULE=yasugoro.settings_test $(PY) manage.py compile_translations
 	$(PY) -m pytest tests/reliability -m reliability --reliability-full $(PYTEST_ARGS)
 
+# Style, formatting, the architecture contracts and the types ([tool.mypy] in pyproject.toml).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(VENV)/bin/mypy .
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
@@ -83,4 +85,4 @@ wrk:
 	@command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
 
 clean:
-	rm -rf $(VENV) var test-artifacts .pytest_cache .ruff_cache
+	rm -rf $(VENV) var test-artifacts .pytest_cache .ruff_cache .mypy_cache

@@ -53,6 +53,7 @@ class Fixed:
         self.targets: dict[int, list[tuple[int, int]]] = defaultdict(list)
         rows = Watch.objects.values_list("listing_id", "target_price", "id").iterator(10_000)
         for listing_id, target, watch_id in rows:
+            assert target is not None  # every watch of this world has a target price
             self.targets[listing_id].append((target, watch_id))
         for targets in self.targets.values():
             targets.sort(reverse=True)
@@ -122,7 +123,7 @@ def _one_run(order: str, judging: _Judging | None, fixed: Fixed, now: dt.datetim
         return
     if order == "plan":
         chosen = plan(due_listings(now), now, groups=fixed.groups)
-        ids = [item.listing_id for item in chosen]
+        ids = [item.listing_id for item in chosen if item.listing_id is not None]
     else:
         ids = list(due_listings(now).values_list("id", flat=True)[: run_budget("rakuten")])
     size = settings.POLL_BATCH_SIZE
@@ -158,7 +159,7 @@ class _Judging:
         enqueued_at = now.timestamp() - T0.timestamp()
         for seen in observations.seen:
             seen_now = seen.observation
-            if seen_now is None or not seen_now.in_stock or seen_now.price is None:
+            if seen_now is None or not seen_now.in_stock or seen_now.effective_price is None:
                 continue
             targets = self.watches.get(seen.listing.pk, [])
             k = self.fired[seen.listing.pk]

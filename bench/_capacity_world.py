@@ -182,6 +182,7 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
             source="rakuten", item_code="template", shipping=0, in_stock=True, created_at=t0
         )
         polled = Listing._meta.get_field("last_polled_at").db_type(connection)
+        assert polled is not None  # a column's SQL type
         _copy(
             template,
             {
@@ -212,6 +213,7 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
         point.shipping = 0
         point.save()
         observed = PricePoint._meta.get_field("observed_at").db_type(connection)
+        assert observed is not None  # a column's SQL type
         _copy(
             point,
             {"observed_at": observed, "price": "integer", "listing_id": "bigint"},

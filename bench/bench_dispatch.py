@@ -215,7 +215,8 @@ def floor(world: World) -> None:
     from django.utils import timezone
 
     json_object = "json_build_object" if connection.vendor == "postgresql" else "json_object"
-    holder, started, seen = "floor", timezone.now(), set()
+    holder, started = "floor", timezone.now()
+    seen: set[int] = set()
     batch, sent = settings.OUTBOX_BATCH_SIZE, 0
     while True:
         with transaction.atomic(), connection.cursor() as cursor:

@@ -120,10 +120,11 @@ def run(raw_side: Callable) -> None:
 
 
 def _columns() -> tuple[list, str]:
+    from common.fields import concrete_field
     from outbox.enqueue import _COLUMNS
     from outbox.models import Outbox
 
-    fields = [Outbox._meta.get_field(name) for name in _COLUMNS]
+    fields = [concrete_field(Outbox, name) for name in _COLUMNS]
     return fields, ", ".join(f'"{f.column}"' for f in fields)
 
 
@@ -210,7 +211,7 @@ def _postgres_side() -> Callable:
             with raw.transaction():
                 raw.execute('DELETE FROM "bench_raw_outbox"')
 
-        version = raw.execute("SHOW server_version").fetchone()[0]
+        [(version,)] = raw.execute("SHOW server_version").fetchall()
         return raw_insert, clear, f"PostgreSQL {version}, psycopg {psycopg.__version__}"
 
     return side

@@ -205,10 +205,11 @@ def wrk(url: str, seconds: int, script: str | None = None) -> tuple[float, float
     out = subprocess.run(
         command, capture_output=True, text=True, check=True, timeout=seconds + 30
     ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p99 = _ms(re.search(r"\s99%\s+([\d.]+\w+)", out).group(1))
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p99 = re.search(r"\s99%\s+([\d.]+\w+)", out)
+    assert rps is not None and p99 is not None, out
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    return rps, p99, int(bad.group(1)) if bad else 0
+    return float(rps.group(1)), _ms(p99.group(1)), int(bad.group(1)) if bad else 0
 
 
 def check_pages(base: str, listing_id: int, product_id: int) -> None:
@@ -263,7 +264,9 @@ def check_same_page(base: str, listing_id: int, product_id: int) -> None:
 
 
 def _ms(text: str) -> float:
-    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
+    parts = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    assert parts is not None, text
+    value, unit = parts.groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 

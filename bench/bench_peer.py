@@ -117,7 +117,7 @@ def main(profiling: bool = False) -> None:
     if not post_office_ready():
         print(f"SKIPPED: django-post-office could not be installed from {REQUIREMENTS.name}")
         return
-    listing_counts = LISTINGS
+    listing_counts: tuple[int, ...] = LISTINGS
     if len(sys.argv) > 3:
         listing_counts = tuple(int(n) for n in sys.argv[3].split(","))
     vendors = ["sqlite"] + (["postgresql"] if postgres_available() else [])

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.db import connection, models
 
+from common.fields import concrete_field
+
 
 def update_by_id(
     model: type[models.Model],
@@ -38,7 +40,7 @@ def update_by_id(
     statement per row, each composed and parsed anew)."""
     if isinstance(lowering, str):
         raise TypeError("lowering is a collection of field names, not one name")
-    model_fields = [_concrete(model, name) for name in fields]
+    model_fields = [concrete_field(model, name) for name in fields]
     # Lowest id first: two transactions updating overlapping rows then lock them in the same
     # order and cannot deadlock each other on PostgreSQL.
     rows = sorted(rows, key=itemgetter(0))
@@ -83,7 +85,7 @@ def update_by_id(
     ]
     where, keys = f"{pk} = %s", [ids]
     if unless_later is not None:
-        stamp = quote(_concrete(model, unless_later).column)
+        stamp = quote(concrete_field(model, unless_later).column)
         where += f" AND ({stamp} IS NULL OR {stamp} <= %s)"
         keys.append(columns[list(fields).index(unless_later)])
     with connection.cursor() as cursor:
@@ -93,14 +95,6 @@ def update_by_id(
             list(zip(*placed, *keys, strict=True)),
         )
     return len(ids)
-
-
-def _concrete(model: type[models.Model], name: str) -> models.Field[Any, Any]:
-    """The model's field of that name: a column of its table (not a reverse relation)."""
-    field = model._meta.get_field(name)
-    if not isinstance(field, models.Field) or not field.concrete:
-        raise ValueError(f"{name} is not a column of {model._meta.label}")
-    return field
 
 
 def _prepared(field: models.Field[Any, Any], values: list[Any]) -> list[Any]:

@@ -3,6 +3,8 @@ simulated fault and watch the outbox react."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin
 from django.db import models
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -13,8 +15,15 @@ from demo.market import hold
 from demo.models import DemoProduct
 from watches.models import Listing, Source
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 # A change to one of these is a price or stock set by hand: the demo tick then holds off.
 _HELD_FIELDS = frozenset({"price", "shipping", "in_stock"})
+
+
+class _SeenPrice(TypedDict):
+    seen_price: int | None  # the changelist's annotation (get_queryset)
 
 
 @admin.register(DemoProduct)
@@ -49,5 +58,5 @@ class DemoProductAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
     @admin.display(description=_("last seen by polling"), ordering="seen_price")
-    def last_seen_price(self, product: DemoProduct) -> int | None:
+    def last_seen_price(self, product: WithAnnotations[DemoProduct, _SeenPrice]) -> int | None:
         return product.seen_price

@@ -73,14 +73,15 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
         # Only watches with a backlog need their other rows (usually none has one).
         wanted = {(row[1], row[2]) for row in selected if row[4]}
         if wanted:
-            for *row, sent in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+            for sibling in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+                row, was_sent = sibling[:4], sibling[4]
                 key = (row[1], row[2])
                 if key not in wanted:
                     continue
-                if not sent:
-                    rows[row[0]] = tuple(row)
+                if not was_sent:
+                    rows[row[0]] = row
                 elif key not in told or (row[3], row[0]) > (told[key][3], told[key][0]):
-                    told[key] = tuple(row)
+                    told[key] = row
         backlog: dict[tuple[int, str], list[DueRow]] = defaultdict(list)
         for row in rows.values():
             backlog[(row[1], row[2])].append(row)
@@ -170,6 +171,7 @@ def recover_expired_leases(now: dt.datetime) -> int:
     with transaction.atomic():
         outcomes: dict[int, Outcome] = {}
         values: dict[str, object]
+        data: dict[str, object]
         for row_id, count, holder, started in select_expired(cutoff):
             to, values = Status.FAILED, {"claimed_by": ""}
             if not used_every_retry(count):

@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
+from common.fields import concrete_field
 from outbox.models import Outbox, Status
 from watches.models import Watch
 
@@ -116,7 +117,7 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     now = now or timezone.now()
     if connection.vendor == "postgresql":
         return _enqueue_unnest(detections, now)
-    fields = [Outbox._meta.get_field(name) for name in _COLUMNS]
+    fields = [concrete_field(Outbox, name) for name in _COLUMNS]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     table = connection.ops.quote_name(Outbox._meta.db_table)
@@ -177,7 +178,7 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
     parameters, one per column that differs between rows, the rest constants. A VALUES list
     of 500 rows is 8,000 parameters that psycopg binds into the statement text and
     PostgreSQL parses anew each time (decision 0003)."""
-    fields = {name: Outbox._meta.get_field(name) for name in _COLUMNS}
+    fields = {name: concrete_field(Outbox, name) for name in _COLUMNS}
     column = {name: connection.ops.quote_name(f.column) for name, f in fields.items()}
     table = connection.ops.quote_name(Outbox._meta.db_table)
     varying = ("watch", "device", "channel", "trigger", "detected_at", "detected_payload")
@@ -190,7 +191,9 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
         "%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::jsonb[]"
         ") AS u ON CONFLICT DO NOTHING"
     )
-    encoder = fields["detected_payload"].encoder
+    payload_field = fields["detected_payload"]
+    assert isinstance(payload_field, models.JSONField)  # Outbox.detected_payload is declared one
+    encoder = payload_field.encoder
     shared = list(constants.values())
     inserted = 0
     rows = iter(detections)

@@ -66,6 +66,7 @@ def fixed_offset_hours(zone: str) -> int:
     if len(offsets) != 1:
         raise ValueError(f"{zone} has daylight saving time; SQLite needs a fixed-offset zone")
     (offset,) = offsets
+    assert offset is not None  # an aware datetime always has an offset in its zone
     seconds = int(offset.total_seconds())
     if seconds % 3600:
         raise ValueError(f"{zone} is not a whole-hour offset")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Iterable
+from typing import Any
 
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
@@ -87,6 +89,7 @@ def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]
     channel), so a claim sees a watch's whole backlog — not only the rows that fell into its
     batch — and what of it was already told. Read through the watch index; not locked: the
     claim's conditional UPDATE decides who wins a row."""
+    rows: Iterable[tuple[Any, ...]]
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
         rows = _sqlite(

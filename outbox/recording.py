@@ -102,10 +102,12 @@ def record(
 def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     now = decision.answered_at or now
     values: dict = {"claimed_by": ""}
-    to, increment = decision.to, ()
+    to = decision.to
+    increment: tuple[str, ...] = ()
     if to == Status.RETRY and decision.counted and used_every_retry(row.retry_count):
         to = Status.FAILED  # the cap: this was the last try
     if to == Status.SENT:
+        assert decision.message is not None  # a row is sent with its message (outbox.recheck)
         values["sent_at"] = now
         values["sent_message"] = decision.message.as_json()
         if decision.digest is not None:

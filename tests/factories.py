@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+from collections.abc import Sequence
 
 import factory
 from django.utils import timezone
@@ -14,7 +15,7 @@ from watches.devices import cookie_name, hash_token, new_token
 from watches.models import Channel, Device, Listing, NotifyVia, Trigger, Watch
 
 
-class DemoProductFactory(factory.django.DjangoModelFactory):
+class DemoProductFactory(factory.django.DjangoModelFactory[DemoProduct]):
     class Meta:
         model = DemoProduct
         django_get_or_create = ("item_code",)
@@ -29,7 +30,7 @@ class DemoProductFactory(factory.django.DjangoModelFactory):
     unit_label = "roll"
 
 
-class ListingFactory(factory.django.DjangoModelFactory):
+class ListingFactory(factory.django.DjangoModelFactory[Listing]):
     """A demo-marketplace listing, with its DemoProduct (the marketplace's side) alongside."""
 
     class Meta:
@@ -65,7 +66,7 @@ class ListingFactory(factory.django.DjangoModelFactory):
             )
 
 
-class DeviceFactory(factory.django.DjangoModelFactory):
+class DeviceFactory(factory.django.DjangoModelFactory[Device]):
     class Meta:
         model = Device
 
@@ -90,7 +91,7 @@ class SubscribedDeviceFactory(DeviceFactory):
     push_active = True
 
 
-class WatchFactory(factory.django.DjangoModelFactory):
+class WatchFactory(factory.django.DjangoModelFactory[Watch]):
     class Meta:
         model = Watch
 
@@ -105,13 +106,13 @@ def device_with_cookie(client=None, **fields) -> tuple[Device, str]:
     `client` when given). Returns the device and its raw token."""
     token = new_token()
     fields.setdefault("channel", Channel.WEBPUSH)
-    device = DeviceFactory(token_hash=hash_token(token), **fields)
+    device = DeviceFactory.create(token_hash=hash_token(token), **fields)
     if client is not None:
         client.cookies[cookie_name()] = token
     return device, token
 
 
-class OutboxFactory(factory.django.DjangoModelFactory):
+class OutboxFactory(factory.django.DjangoModelFactory[Outbox]):
     """An outbox row in any state, written directly: for counting and display tests. Tests of
     how rows move build them with `enqueue` and `transition` instead."""
 
@@ -132,7 +133,7 @@ class OutboxFactory(factory.django.DjangoModelFactory):
     updated_at = factory.LazyAttribute(lambda row: row.created_at)
 
 
-class OutboxEventFactory(factory.django.DjangoModelFactory):
+class OutboxEventFactory(factory.django.DjangoModelFactory[OutboxEvent]):
     class Meta:
         model = OutboxEvent
 
@@ -143,7 +144,7 @@ class OutboxEventFactory(factory.django.DjangoModelFactory):
     at = factory.SelfAttribute("outbox.updated_at")
 
 
-class DispatchRunFactory(factory.django.DjangoModelFactory):
+class DispatchRunFactory(factory.django.DjangoModelFactory[DispatchRun]):
     class Meta:
         model = DispatchRun
 
@@ -152,7 +153,7 @@ class DispatchRunFactory(factory.django.DjangoModelFactory):
     holder = "test-host:1:cafe"
 
 
-def with_history(listing: Listing, prices: list[int | None], *, now) -> Listing:
+def with_history(listing: Listing, prices: Sequence[int | None], *, now) -> Listing:
     """One price point a day ending the day before `now` (None: out of stock), then the
     listing's typical price and 90-day low recomputed from it, as polling keeps them."""
     from watches.models import PricePoint

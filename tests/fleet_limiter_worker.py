@@ -8,7 +8,9 @@ import redis
 from watches.marketplaces.ratelimit import RedisRateLimiter
 
 
-def take_slots(url: str, key: str, rate: float, now: float, count: int, start) -> list[float]:
+def take_slots(
+    url: str, key: str, rate: float, now: float, count: int, start
+) -> list[float | None]:
     """`count` slots at the fake time `now` (which never moves: every process asks "at the
     same time"); the waits each was given."""
     limiter = RedisRateLimiter(

@@ -62,7 +62,8 @@ def fresh_database(folder: Path, alias: str = "made_at_main") -> Iterator[BaseDa
     config = dict(connections.settings["default"])
     postgres = default.vendor == "postgresql"
     if postgres:
-        name = f"{default.creation._get_test_db_name()}_{alias}"
+        # The test database's name: the run has switched the connection over to it.
+        name = f"{default.settings_dict['NAME']}_{alias}"
         _postgres_admin(default, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
     else:
         name = str(folder / f"{alias}.sqlite3")

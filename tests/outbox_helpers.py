@@ -28,10 +28,7 @@ def enqueue_for(
 
 
 def statuses(*rows: Outbox) -> list[tuple[str, str]]:
-    return [
-        tuple(Outbox.objects.filter(pk=row.pk).values_list("status", "reason").get())
-        for row in rows
-    ]
+    return [Outbox.objects.filter(pk=row.pk).values_list("status", "reason").get() for row in rows]
 
 
 def push_sent_and_mail_dropped_channel_off(smtp_server) -> dict[str, Outbox]:

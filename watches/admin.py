@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.contrib import admin
@@ -20,6 +21,18 @@ from watches.pausing import PauseResult, pause_listings
 from watches.polling import feeds
 from watches.products.watches import describe_product
 from yasugoro.admin_mixins import PlainActionCheckboxMixin
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _LiveWatches(TypedDict):
+    live_watch_count: int  # the changelist's annotation (get_queryset)
+
+
+class _OfferCount(TypedDict):
+    offer_count: int  # the changelist's annotation (get_queryset)
+
 
 # (label, url) of a page elsewhere about one listing, e.g. the outbox's notifications for it.
 ListingLink = Callable[[Listing], tuple[str, str]]
@@ -169,7 +182,7 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         )
 
     @admin.display(description=_("watches"), ordering="live_watch_count")
-    def live_watches(self, listing: Listing) -> int:
+    def live_watches(self, listing: WithAnnotations[Listing, _LiveWatches]) -> int:
         return listing.live_watch_count
 
     @admin.display(description=_("polling"))
@@ -277,7 +290,7 @@ class DeviceAdmin(admin.ModelAdmin):
         return device.short_id
 
     @admin.display(description=_("watches"), ordering="live_watch_count")
-    def live_watches(self, device: Device) -> int:
+    def live_watches(self, device: WithAnnotations[Device, _LiveWatches]) -> int:
         return device.live_watch_count
 
     @admin.display(description=_("subscription"), ordering="push_active")
@@ -302,7 +315,7 @@ class ProductAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(offer_count=Count("offers"))
 
     @admin.display(description=_("Offers"), ordering="offer_count")
-    def offers(self, product: Product) -> int:
+    def offers(self, product: WithAnnotations[Product, _OfferCount]) -> int:
         return product.offer_count
 
     def has_add_permission(self, request) -> bool:

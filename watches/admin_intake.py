@@ -55,7 +55,9 @@ class ListingIntakeForm(forms.ModelForm):
             category=self.cleaned_data.get("category") or "",
         )
         self.instance = listing
-        self.save_m2m = lambda: None  # what admin calls after save(commit=False); none here
+        # What admin calls after save(commit=False); none here. Django's own save() sets this
+        # attribute the same way; django-stubs declares it a method.
+        self.save_m2m = lambda: None  # type: ignore[method-assign]
         return listing
 
 
@@ -72,10 +74,10 @@ class ListingIntakeAdminMixin:
             return self.add_fieldsets
         return super().get_fieldsets(request, obj)
 
-    def get_form(self, request, obj=None, **kwargs):
+    def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
             kwargs["form"] = self.add_form
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         if object_id is None and request.method == "POST":

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from common.text import clip
@@ -195,7 +196,7 @@ def fetch_first(ref: ItemRef) -> Observation:
     raise _fetch_error(ref, label, result)
 
 
-def _fetch_error(ref: ItemRef, label: str, error: FetchError) -> IntakeError:
+def _fetch_error(ref: ItemRef, label: str | Promise, error: FetchError) -> IntakeError:
     names = {"code": ref.item_code, "marketplace": label}
     if error.kind == FetchKind.NOT_FOUND:
         return IntakeError(_("%(marketplace)s has no item %(code)s.") % names, code="not_found")
@@ -227,7 +228,7 @@ def save_listing(
     """Create the listing from its first observation, or refresh it if it already exists;
     the observation also starts (or continues) its price history."""
     extra = observation.extra or {}
-    fields = {
+    fields: dict[str, object] = {
         "name": observation.name[:500] or ref.item_code,
         "shop_name": observation.shop_name[:200],
         "url": observation.url,

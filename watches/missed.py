@@ -20,8 +20,10 @@ from watches.models import Device, Watch
 
 
 class ObservationLike(Protocol):
-    effective_price: int | None
-    observed_at: dt.datetime
+    @property
+    def effective_price(self) -> int | None: ...
+    @property
+    def observed_at(self) -> dt.datetime: ...
 
 
 def record_missed(missed: Iterable[tuple[Watch, ObservationLike]]) -> int:
@@ -61,4 +63,9 @@ def missed_for(device: Device | None) -> list[Missed]:
         .select_related("listing")
         .order_by("-missed_at", "-id")
     )
-    return [Missed(watch, watch.missed_price, watch.missed_at) for watch in watches]
+    return [
+        Missed(watch, watch.missed_price, watch.missed_at)
+        for watch in watches
+        # Never None (the query's filter): said again for the type checker.
+        if watch.missed_price is not None and watch.missed_at is not None
+    ]

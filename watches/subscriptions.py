@@ -29,10 +29,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from common.fields import max_length
 from common.weburl import NotAWebURL, parse_web_url
 from watches.models import Device
 
-MAX_ENDPOINT_LENGTH = Device._meta.get_field("push_endpoint").max_length
+MAX_ENDPOINT_LENGTH = max_length(Device, "push_endpoint")
 
 _HOST_RE = re.compile(r"(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")

@@ -62,9 +62,15 @@ class WatchLike(Protocol):
 
 
 class ObservationLike(Protocol):
-    price: int | None
-    shipping: int | None
-    in_stock: bool
+    """What triggers read of an observation: a marketplace's answer (frozen), a listing or
+    an offer (read-only here; a listing's stock may be unknown, judged out of stock)."""
+
+    @property
+    def price(self) -> int | None: ...
+    @property
+    def shipping(self) -> int | None: ...
+    @property
+    def in_stock(self) -> bool | None: ...
 
 
 class Point(NamedTuple):
@@ -243,6 +249,7 @@ def detect(
     value = compared_value(
         watch.trigger, watch.use_unit_price, units_per_pack, observation.price, observation.shipping
     )
+    assert value is not None  # the price is known (above), so is any value compared with it
     line = line_for(watch, history)
     if watch.trigger == Trigger.BACK_IN_STOCK:
         if line is not None and value > line:
@@ -273,6 +280,7 @@ def recheck(
     value = compared_value(
         watch.trigger, watch.use_unit_price, units_per_pack, fresh.price, fresh.shipping
     )
+    assert value is not None  # the price is known (above), so is any value compared with it
     if watch.trigger in _UNIT_TRIGGERS:
         # The watcher may have moved their target since detection: theirs is the line now.
         line = Decimal(watch.target_price) if watch.target_price is not None else None
@@ -318,9 +326,10 @@ def _rearmed(
     history: History,
     units_per_pack: int | None,
 ) -> bool:
-    if not already_told(watch, value):
+    told_at = watch.last_notified_at
+    if told_at is None or not already_told(watch, value):
         return True
-    highest = history.max_since(watch.last_notified_at)
+    highest = history.max_since(told_at)
     if highest is None:
         return False
     highest_value = compared_value(

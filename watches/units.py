@@ -4,11 +4,12 @@ translated, any other is shown as typed."""
 
 from __future__ import annotations
 
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 # Symbols (g, ml, kg, l) read the same in both languages and stay as they are.
-KNOWN: dict[str, str] = {
+KNOWN: dict[str, Promise] = {
     "roll": gettext_lazy("roll"),
     "box": gettext_lazy("box"),
     "pc": gettext_lazy("piece"),

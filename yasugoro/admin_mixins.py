@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 
@@ -30,7 +31,7 @@ class PlainActionCheckboxMixin:
     the same HTML Django renders through a form widget template — that template costs more
     per row than every other cell of an outbox row together."""
 
-    def action_checkbox(self, obj: Any) -> str:
+    def action_checkbox(self, obj: Any) -> SafeString:
         label = format_html(gettext("Select this object for an action - {}"), str(obj))
         return format_html(
             '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',

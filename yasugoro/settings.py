@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -406,6 +407,7 @@ REDIS_URL = env_str("REDIS_URL")
 # when there is one, else in the process (fine for the single process of `make run`).
 # Page fragments (watches.pages.pagecache) and the prices version that invalidates them must be
 # shared by the web processes and the cluster that polls: Redis, or files under var/.
+CACHES: dict[str, dict[str, Any]]
 if REDIS_URL:
     CACHES = {
         "default": {
@@ -439,7 +441,7 @@ else:
             "LOCATION": str(VAR_DIR / "cache" / "locks"),
         },
     }
-Q_CLUSTER = {
+Q_CLUSTER: dict[str, Any] = {
     "name": "yasugoro",
     "workers": env_int("Q_WORKERS", 2, minimum=1),
     "timeout": env_int("Q_TIMEOUT", 240, minimum=10),
@@ -467,7 +469,7 @@ METRICS_ALLOW_LOCALHOST = env_bool("METRICS_ALLOW_LOCALHOST", True)
 READYZ_MAX_CYCLE_AGE_SECONDS = env_int("READYZ_MAX_CYCLE_AGE_SECONDS", 180, minimum=60)
 READYZ_MAX_QUEUE_LAG_SECONDS = env_int("READYZ_MAX_QUEUE_LAG_SECONDS", 300, minimum=1)
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},

@@ -6,6 +6,9 @@ listings (from `watches.services`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -14,12 +17,18 @@ from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext
 
+from outbox.models import Outbox
 from outbox.reporting.overview import HaltBanner, Overview, build_overview
 from outbox.reporting.stats import outbox_stats
 from watches import services
 
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Outbox]  # what the mixin is mixed into (generic in the stubs)
+else:
+    _ModelAdmin = object
 
-class OverviewMixin:
+
+class OverviewMixin(_ModelAdmin):
     """For the Outbox ModelAdmin: `overview/` and the changelist's overview panel."""
 
     def get_urls(self):

@@ -3,6 +3,8 @@ re-fetched and decided, the message that went out, and the timeline of every tra
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -13,6 +15,11 @@ from outbox.admin.display import admin_link, full_time, json_block, pretty_json
 from outbox.digests import first_row, recorded
 from outbox.models import Outbox, OutboxEvent, Status
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Outbox]  # what the mixin is mixed into (generic in the stubs)
+else:
+    _ModelAdmin = object
 
 
 class OutboxEventInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -37,7 +44,7 @@ class OutboxEventInline(ReadOnlyAdminMixin, admin.TabularInline):
         return "" if event.data is None else json_block(event.data)
 
 
-class RowDetailMixin:
+class RowDetailMixin(_ModelAdmin):
     """For the Outbox ModelAdmin: the detail page's layout and fields."""
 
     inlines = [OutboxEventInline]
@@ -159,9 +166,11 @@ def _digest_facts(row: Outbox) -> dict | None:
 def _digest_rows(digest: str) -> list[int]:
     """Every row of `digest`, as its first row (named in the id) recorded them."""
     first = first_row(digest)
+    if first is None:
+        return []
     events = OutboxEvent.objects.filter(outbox_id=first, from_status=Status.SENDING)
     for data in events.values_list("data", flat=True):
         facts = recorded(data)
         if facts is not None and facts.get("id") == digest and facts.get("rows"):
             return facts["rows"]
-    return [first] if first is not None else []
+    return [first]

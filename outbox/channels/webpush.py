@@ -169,8 +169,8 @@ def payload(message: Message) -> dict[str, Any]:
     if _size(data) > _PAYLOAD_LIMIT:
         data["icon"] = ""
     if _size(data) > _PAYLOAD_LIMIT:
-        data["body"] = clip(data["body"], 200)
-        data["title"] = clip(data["title"], 100)
+        data["body"] = clip(message.body, 200)
+        data["title"] = clip(message.title, 100)
     return data
 
 

@@ -4,6 +4,7 @@ what the channel sends) and the settings page's "send a test notification" butto
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, cast
 
 from django.contrib import messages
 from django.core.cache import cache
@@ -19,6 +20,9 @@ from outbox.channels.base import DeliveryError, DeliveryKind, Message, get_chann
 from watches.devices import get_device
 from watches.models import Channel
 from watches.services import deactivate_gone_subscriptions
+
+if TYPE_CHECKING:
+    from outbox.channels.webpush import WebPushChannel
 
 log = logging.getLogger("outbox.webpush")
 
@@ -65,8 +69,11 @@ def send_test(request: HttpRequest) -> HttpResponse:
             price=None,
         )
     endpoint = device.push_endpoint
+    # The class configured for push (OUTBOX_CHANNEL_CLASSES, by import path): the test goes
+    # to the device itself, through its `deliver_to`.
+    channel = cast("WebPushChannel", get_channel(Channel.WEBPUSH))
     try:
-        get_channel(Channel.WEBPUSH).deliver_to(device, message)
+        channel.deliver_to(device, message)
     except DeliveryError as error:
         if error.kind == DeliveryKind.GONE:
             deactivate_gone_subscriptions([(device.pk, endpoint)])

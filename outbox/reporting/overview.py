@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.utils.formats import date_format
+from django.utils.functional import Promise
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -44,7 +45,7 @@ class Cell:
 @dataclass(frozen=True)
 class CountRow:
     key: str
-    label: str
+    label: str | Promise
     cells: list[Cell]
     total_url: str
 
@@ -52,7 +53,7 @@ class CountRow:
 @dataclass(frozen=True)
 class ReasonTable:
     status: str
-    label: str
+    label: str | Promise
     rows: list[CountRow]
 
 
@@ -68,7 +69,7 @@ class Bar:
 @dataclass(frozen=True)
 class ChartRow:
     status: str
-    label: str
+    label: str | Promise
     top: float
     height: float
     max_count: int
@@ -120,7 +121,7 @@ class HaltBanner:
 @dataclass(frozen=True)
 class Overview:
     stats: OutboxStats
-    windows: list[tuple[str, str]]  # (heading, label)
+    windows: list[tuple[str | Promise, str | Promise]]  # (heading, label)
     status_rows: list[CountRow]
     reason_tables: list[ReasonTable]
     # One table per channel seen: its rows per status (those with any row).
@@ -144,7 +145,7 @@ class Overview:
 def build_overview(
     stats: OutboxStats, changelist_url: str, halts: list[HaltBanner] | None = None
 ) -> Overview:
-    def link(**params: str) -> str:
+    def link(**params: str | None) -> str:
         params = {key: value for key, value in params.items() if value is not None}
         return f"{changelist_url}?{urlencode(params)}" if params else changelist_url
 

@@ -15,7 +15,10 @@ rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
 
@@ -29,6 +32,7 @@ class CappedCount(int):
 
 class CappedCountPaginator(Paginator):
     cap = 10_000
+    object_list: QuerySet[Any]  # a changelist's queryset: the admin pages it, nothing else
 
     @cached_property
     def count(self) -> int:
@@ -52,4 +56,6 @@ class CappedCountPaginator(Paginator):
         rows = self.object_list.model._default_manager.filter(pk__in=ids)
         rows.query.select_related = self.object_list.query.select_related
         by_id = {row.pk: row for row in rows}
-        return self._get_page([by_id[pk] for pk in ids if pk in by_id], number, self)
+        rows_in_order = [by_id[pk] for pk in ids if pk in by_id]
+        # `Paginator._get_page`: Django's hook for a subclass's own Page; django-stubs lacks it.
+        return self._get_page(rows_in_order, number, self)  # type: ignore[attr-defined]

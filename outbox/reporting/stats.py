@@ -290,8 +290,8 @@ def _add_live(
             continue
         for j, (day, _, _) in enumerate(days):
             if row[f"d{j}"]:
-                key = (day, row["status"])
-                per_day[key] = per_day.get(key, 0) + row[f"d{j}"]
+                day_key = (day, row["status"])
+                per_day[day_key] = per_day.get(day_key, 0) + row[f"d{j}"]
 
 
 def _as_date(value) -> dt.date:

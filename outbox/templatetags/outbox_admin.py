@@ -31,7 +31,12 @@ def outbox_result_list(cl: ChangeList) -> dict:
     if cl.is_popup or cl.formset or list(cl.list_display_links or ()) != ["id"]:
         return result_list(cl)
     admin = cl.model_admin
-    columns = [name for name in cl.list_display if name not in ("action_checkbox", "id")]
+    # The outbox names each column (a method of its admin); none is given as a callable.
+    columns = [
+        name
+        for name in cl.list_display
+        if isinstance(name, str) and name not in ("action_checkbox", "id")
+    ]
     methods = [getattr(admin, name) for name in columns]
     has_checkbox = "action_checkbox" in cl.list_display
     rows = []

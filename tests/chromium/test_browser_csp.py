@@ -84,6 +84,7 @@ class Journey:
         unprotected = {p: v for p, v in self.policies.items() if not v or "'unsafe" in v}
         assert unprotected == {}, "pages without the policy, or with an unsafe source"
         for policy in self.policies.values():
+            assert policy is not None  # every page has one (above)
             for part in ("script-src 'self'", "style-src 'self'", "frame-ancestors 'none'"):
                 assert part in policy, policy
             assert "form-action 'self'" in policy

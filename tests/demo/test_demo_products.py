@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def scottie() -> Product:
-    return Listing.objects.get(source="demo", item_code="tp-scottie-12r").product
+    product = Listing.objects.get(source="demo", item_code="tp-scottie-12r").product
+    assert product is not None, "the seed makes the listing an offer of its product"
+    return product
 
 
 def test_the_seed_makes_products_with_several_shops_each():

@@ -222,7 +222,8 @@ class FakeIchiba(FakeAPI):
         if behaviour == "unavailable":
             return _json(503, {"error": "service_unavailable", "error_description": "maintenance"})
         if behaviour == "stall":
-            return self.stall()
+            self.stall()
+            return None
         if behaviour == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"count": 1, "Items": [{"itemCo'
         if behaviour == "not_found":

@@ -163,6 +163,7 @@ class FakePushService:
     @property
     def origin(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 address (bound to 127.0.0.1)
         return f"http://{host}:{port}"
 
     def start(self) -> FakePushService:

@@ -61,7 +61,7 @@ class FakeAPI:
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-                request: Received | None = Received(
+                received = Received(
                     url.path,
                     query,
                     {name.lower(): value for name, value in self.headers.items()},
@@ -69,8 +69,8 @@ class FakeAPI:
                 )
                 with fake.lock:
                     fake.requests.append(query)
-                    fake.received.append(request)
-                    request = fake.arrived(request)
+                    fake.received.append(received)
+                    request = fake.arrived(received)
                 if request is None:
                     # SO_LINGER 0: the client gets an RST instead of an answer.
                     linger = struct.pack("ii", 1, 0)

@@ -108,4 +108,5 @@ class StalledServer:
 def text_and_html(message: EmailMessage) -> tuple[str, str]:
     text = message.get_body(preferencelist=("plain",))
     html = message.get_body(preferencelist=("html",))
+    assert text is not None and html is not None, "the mail has a plain and an HTML part"
     return text.get_content(), html.get_content()

@@ -155,7 +155,8 @@ class FakeYahoo(FakeAPI):
             body = b"<Error><Message>API_MAINTENANCE</Message><Code>503</Code></Error>"
             return 503, {"Content-Type": "application/xml"}, body
         if behaviour == "stall":
-            return self.stall()
+            self.stall()
+            return None
         if behaviour == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"totalResultsAvailable": 1, "hi'
         if behaviour == "not_found":

@@ -30,7 +30,9 @@ def _subscribed_rows(push_service, rows: int, listings: int = 3) -> list[Outbox]
             push_p256dh=subscriber.p256dh,
             push_auth=b64url(subscriber.auth),
         )
-        watches.append(WatchFactory(device=device, listing=shelf[i % listings], target_price=950))
+        watches.append(
+            WatchFactory.create(device=device, listing=shelf[i % listings], target_price=950)
+        )
     now = timezone.now()
     enqueue_many(Detection.for_watch(w, now, {"price": 900}) for w in watches)
     return list(Outbox.objects.order_by("id"))

@@ -39,7 +39,7 @@ FRESH = [990, 980, 970, 960, 950]
 
 def _push_device(push_service, **fields) -> Device:
     subscriber = push_service.new_subscriber()
-    return SubscribedDeviceFactory(
+    return SubscribedDeviceFactory.create(
         push_endpoint=subscriber.endpoint,
         push_p256dh=subscriber.p256dh,
         push_auth=b64url(subscriber.auth),
@@ -51,7 +51,7 @@ def _rows(device: Device, channel: str, n: int = 5) -> list[Outbox]:
     """`n` watches of `device` (¥1,200 lines on items detected at ¥1,000), one due row each;
     then each item's price moves to FRESH before the cycle re-fetches it."""
     watches = [
-        WatchFactory(device=device, listing=ListingFactory(price=1000), target_price=1200)
+        WatchFactory.create(device=device, listing=ListingFactory(price=1000), target_price=1200)
         for _ in range(n)
     ]
     now = timezone.now()
@@ -63,9 +63,12 @@ def _rows(device: Device, channel: str, n: int = 5) -> list[Outbox]:
 
 
 def _sent_digests(rows: list[Outbox]) -> list[dict]:
-    return [
-        OutboxEvent.objects.get(outbox=row, to_status=Status.SENT).data["digest"] for row in rows
-    ]
+    digests = []
+    for row in rows:
+        data = OutboxEvent.objects.get(outbox=row, to_status=Status.SENT).data
+        assert data is not None, "a sent row's event records what went out"
+        digests.append(data["digest"])
+    return digests
 
 
 def test_five_sendable_rows_of_one_device_go_out_as_one_push_carrying_five_items(push_service):

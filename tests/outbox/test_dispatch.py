@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 from io import StringIO
+from typing import Any
 
 import pytest
 import time_machine
@@ -130,11 +131,11 @@ def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, a
         body = f"49{n:010d}"
         jan = f"{body}{check_digit(body)}"
         product = Product.objects.create(jan=jan)
-        listing = ListingFactory(price=900, jan=jan)
+        listing = ListingFactory.create(price=900, jan=jan)
         Listing.objects.filter(pk=listing.pk).update(product=product)
         DemoProduct.objects.filter(item_code=listing.item_code).update(jan=jan)
         params = WatchParams(trigger="target_price", target_price=950)
-        return save_product_watch(DeviceFactory(), product, params)[0]
+        return save_product_watch(DeviceFactory.create(), product, params)[0]
 
     settings.OUTBOX_DELIVERY_WORKERS = 12
     made = iter(range(1000))
@@ -143,7 +144,11 @@ def test_a_cycle_s_statements_do_not_grow_with_its_listings(recording_channel, a
         Outbox.objects.all().delete()
         for _ in range(count):
             row = enqueue_for(watch_for(next(made)))
-            change = {"moved": {"price": 880}, "failed": {"fault": "server"}}.get(answer)
+            changes: dict[str, dict[str, Any]] = {
+                "moved": {"price": 880},
+                "failed": {"fault": "server"},
+            }
+            change = changes.get(answer)
             if change:
                 DemoProduct.objects.filter(item_code=row.watch.listing.item_code).update(**change)
         with CaptureQueriesContext(connection) as queries:

@@ -293,7 +293,7 @@ _DETECTED = {"value": "1000", "line": "1200", "price": 1000}
 
 
 def _email_row(device: Device, **listing) -> Outbox:
-    watch = WatchFactory(
+    watch = WatchFactory.create(
         device=device, listing=ListingFactory(price=1000, **listing), target_price=1200
     )
     detection = Detection(

@@ -24,13 +24,11 @@ NOW = dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC)
 
 
 def _row() -> Outbox:
-    return enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
+    return enqueue_for(WatchFactory.create(listing=ListingFactory(price=900), target_price=950))
 
 
 def _state(row: Outbox) -> tuple[str, str, int]:
-    return tuple(
-        Outbox.objects.filter(pk=row.pk).values_list("status", "claimed_by", "attempts").get()
-    )
+    return Outbox.objects.filter(pk=row.pk).values_list("status", "claimed_by", "attempts").get()
 
 
 @pytest.mark.django_db

@@ -41,7 +41,7 @@ def pending_row(request, fixture: str, source: str, code: str):
     fake = request.getfixturevalue(fixture)
     fake.add(code, price=900)
     listing = ListingFactory(source=source, item_code=code, price=900, units_per_pack=None)
-    watch = WatchFactory(listing=listing, device=DeviceFactory(), target_price=1000)
+    watch = WatchFactory.create(listing=listing, device=DeviceFactory(), target_price=1000)
     assert enqueue(watch, timezone.now(), {"line": "1000", "price": 900})
     return fake, Outbox.objects.get(watch=watch)
 

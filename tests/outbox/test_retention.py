@@ -30,7 +30,7 @@ def aged_rows() -> dict[str, Outbox]:
         for status in statuses:
             day += 1
             moved = NOW - dt.timedelta(days=age)
-            row = OutboxFactory(
+            row = OutboxFactory.create(
                 watch=watch,
                 status=status,
                 reason="x",

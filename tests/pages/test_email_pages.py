@@ -22,7 +22,9 @@ pytestmark = pytest.mark.django_db
 
 def confirmation_path(server) -> str:
     text = server.messages()[-1].get_body(preferencelist=("plain",)).get_content()
-    return re.search(r"https?://[^/\s]+(/email/confirm/[^\s]+/)", text).group(1)
+    link = re.search(r"https?://[^/\s]+(/email/confirm/[^\s]+/)", text)
+    assert link is not None, text
+    return link.group(1)
 
 
 def test_adding_an_address_mails_a_link_that_confirms_it(client, smtp_server):

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _token(body: str) -> str:
-    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', body).group(1)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', body)
+    assert token is not None, "the page has a form with its CSRF token"
+    return token.group(1)
 
 
 def test_home_is_served_again_without_a_query_with_each_visitor_s_own_token(

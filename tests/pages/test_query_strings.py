@@ -15,18 +15,11 @@ from dataclasses import dataclass
 import pytest
 from django.apps import apps
 from django.contrib import admin
-from django.contrib.admin.views.main import (
-    ALL_VAR,
-    ERROR_FLAG,
-    IS_FACETS_VAR,
-    IS_POPUP_VAR,
-    ORDER_VAR,
-    PAGE_VAR,
-    SEARCH_VAR,
-    TO_FIELD_VAR,
-)
+from django.contrib.admin.options import IS_FACETS_VAR, IS_POPUP_VAR, TO_FIELD_VAR
+from django.contrib.admin.views.main import ALL_VAR, ERROR_FLAG, ORDER_VAR, PAGE_VAR, SEARCH_VAR
 from django.contrib.auth.models import Group, User
 from django.contrib.contenttypes.models import ContentType
+from django.db.models import Model
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
@@ -109,6 +102,8 @@ class World:
     staff: User
     values: dict[str, str]
     admin_objects: dict[str, str]
+    tokens: dict[str, str]  # by URL name, for the routes that take a token
+    removed: int  # a removed watch's id
 
     def urls(self, route: Route) -> list[str]:
         """The route made concrete with this world's objects (several for the admin's list of
@@ -128,7 +123,7 @@ class World:
         return ["/" + path]
 
 
-def registered_models() -> list[type]:
+def registered_models() -> list[type[Model]]:
     return [model for model in apps.get_models() if admin.site.is_registered(model)]
 
 
@@ -140,7 +135,7 @@ def filter_names(staff: User) -> set[str]:
     for model in registered_models():
         changelist = admin.site.get_model_admin(model).get_changelist_instance(request)
         for spec in changelist.filter_specs:
-            names.update(spec.expected_parameters())
+            names.update(name for name in spec.expected_parameters() if name is not None)
     return names
 
 
@@ -150,14 +145,14 @@ def world(client) -> World:
     staff = User.objects.create_superuser("staff", "staff@example.com", "pw")
     client.force_login(staff)
     device, _ = device_with_cookie(client, email="person@mail.example", email_confirmed_at=now)
-    listing = with_history(ListingFactory(), [1000, None, 900], now=now)
+    listing = with_history(ListingFactory.create(), [1000, None, 900], now=now)
     product = Product.objects.create(jan="4901234567894", name="Tissue")
     ListingFactory(product=product, jan=product.jan)
-    watch = WatchFactory(device=device, listing=listing)
-    removed = WatchFactory(device=device, listing=ListingFactory(), removed_at=now)
-    row = OutboxFactory(watch=watch, status="sent", sent_at=now)
+    watch = WatchFactory.create(device=device, listing=listing)
+    removed = WatchFactory.create(device=device, listing=ListingFactory(), removed_at=now)
+    row = OutboxFactory.create(watch=watch, status="sent", sent_at=now)
     OutboxEventFactory(outbox=row)
-    run = DispatchRunFactory()
+    run = DispatchRunFactory.create()
     schedule = Schedule.objects.create(func="math.floor", name="sweep")
     task = Task.objects.create(
         id=secrets.token_hex(16),
@@ -208,19 +203,18 @@ def world(client) -> World:
         "content_type_id": ContentType.objects.get_for_model(Listing).pk,
         "object_id": listing.pk,
     }
-    world = World(
+    return World(
         client=client,
         staff=staff,
         values={key: str(value) for key, value in values.items()},
         admin_objects={key: str(value) for key, value in objects.items()},
+        tokens={
+            "email-confirm": email_address.confirm_token(device),
+            "email-unsubscribe": email_address.unsubscribe_token(device.pk, device.email),
+            "device-transfer": devices.create_transfer_link(device),
+        },
+        removed=removed.pk,
     )
-    world.tokens = {
-        "email-confirm": email_address.confirm_token(device),
-        "email-unsubscribe": email_address.unsubscribe_token(device.pk, device.email),
-        "device-transfer": devices.create_transfer_link(device),
-    }
-    world.removed = removed.pk
-    return world
 
 
 def concrete(world: World, route: Route) -> list[str]:
@@ -347,8 +341,8 @@ def person(client):
 
 
 def form_posts(person) -> list[tuple[str, dict]]:
-    listing = ListingFactory()
-    watch = WatchFactory(device=person, listing=listing)
+    listing = ListingFactory.create()
+    watch = WatchFactory.create(device=person, listing=listing)
     return [
         ("/add/", {"link": "https://item.rakuten.co.jp/shop/item\x00/"}),
         ("/products/add", {"jan": "4901234567894\x00"}),

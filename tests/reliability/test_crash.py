@@ -166,6 +166,7 @@ def _check_run(push_service, rows: list[int], *, killed_pid: int, risen: int) ->
         assert (Status.RETRY, Reason.LEASE_EXPIRED) in [(to, reason) for to, reason, _ in story]
         # Its delivery had started: the takeover said so, and the row keeps the mark.
         expired = OutboxEvent.objects.get(outbox_id=row_id, reason=Reason.LEASE_EXPIRED)
+        assert expired.data is not None
         assert expired.data.get("may_have_been_delivered") is True, expired.data
         assert Outbox.objects.get(pk=row_id).maybe_delivered
         sent_by = [actor for to, _, actor in story if to == Status.SENT]

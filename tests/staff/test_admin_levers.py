@@ -231,7 +231,9 @@ def form_data(form) -> dict[str, str]:
     for name, field in form.fields.items():
         value = form[name].value()
         if isinstance(field.widget, MultiWidget):
-            for i, part in enumerate(field.widget.decompress(value)):
+            parts = field.widget.decompress(value)
+            assert parts is not None, name
+            for i, part in enumerate(parts):
                 data[f"{name}_{i}"] = "" if part is None else str(part)
         elif value is not None and value is not False:
             data[name] = str(value)

@@ -175,7 +175,7 @@ def test_search_by_outbox_id_listing_name_and_item_code(admin_client):
 @pytest.fixture
 def storied_row() -> Outbox:
     """A row detected at ¥980, retried once after a network error, then sent at ¥990."""
-    row = OutboxFactory(
+    row = OutboxFactory.create(
         status=Status.SENT,
         reason=Reason.DELIVERED,
         detected_payload={"price": 980, "in_stock": True, "line": "1000"},
@@ -337,7 +337,7 @@ def test_demo_products_show_what_polling_last_saw(admin_client):
 
 def admin_urls() -> list[str]:
     row = row_in(Status.FAILED)
-    run = DispatchRunFactory()
+    run = DispatchRunFactory.create()
     listing = row.watch.listing
     return [
         "/admin/",

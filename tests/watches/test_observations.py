@@ -9,6 +9,7 @@ says."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import pytest
 import time_machine
@@ -156,11 +157,11 @@ def test_a_refetch_keeps_a_90_day_low_older_than_30_days_as_a_poll_does(ichiba, 
     assert _points(polled, NOW) == _points(refetched, NOW) == [(NOW, 1000, 0, True)]
 
 
-def _listing(code: str, history: list[int | None]) -> Listing:
+def _listing(code: str, history: Sequence[int | None]) -> Listing:
     """A Rakuten listing at ¥1,000 with `history` (a point a day) and its statistics, last
     polled an hour before NOW: no observation is fresh enough to spare the dispatcher its
     request."""
-    listing = ListingFactory(
+    listing = ListingFactory.create(
         source="rakuten",
         item_code=code,
         price=1000,

@@ -38,7 +38,7 @@ def clock(time_machine):
 
 def listing(code: str, *, price: int = 1000, target: int | None = None, **fields) -> Listing:
     fields.setdefault("last_polled_at", HOUR_AGO)
-    made = ListingFactory(
+    made = ListingFactory.create(
         source="rakuten", item_code=code, price=price, shipping=0, units_per_pack=None, **fields
     )
     if target is not None:

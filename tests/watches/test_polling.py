@@ -47,7 +47,7 @@ def at(minutes: float) -> dt.datetime:
 
 def due_listing(**fields) -> Listing:
     fields.setdefault("last_polled_at", None)
-    return ListingFactory(**fields)
+    return ListingFactory.create(**fields)
 
 
 def points(listing: Listing) -> list[tuple[int | None, bool]]:

@@ -62,7 +62,7 @@ def budget_of(settings, requests: int) -> None:
 def listing(ichiba, code: str, *, price: int = 1000, in_stock: bool = True, **fields) -> Listing:
     ichiba.add(f"shop:{code}", price=price, available=in_stock)
     fields.setdefault("last_polled_at", HOUR_AGO)
-    return ListingFactory(
+    return ListingFactory.create(
         source="rakuten",
         item_code=f"shop:{code}",
         price=price,

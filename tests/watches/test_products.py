@@ -183,7 +183,7 @@ def test_a_product_polled_recently_is_not_due(product, yahoo):
 
 def watch(product, device=None, **params) -> Watch:
     made, _ = save_product_watch(
-        device or DeviceFactory(),
+        device or DeviceFactory.create(),
         product,
         WatchParams(**{"trigger": Trigger.TARGET_PRICE, **params}),
     )

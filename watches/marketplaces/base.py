@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from common.registry import configured_instance
 from watches.models import effective_price, unit_price
@@ -73,7 +73,7 @@ class Observation:
     def unit_price(self, units_per_pack: int | None) -> Decimal | None:
         return unit_price(self.effective_price, units_per_pack)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "item_code": self.item_code,
             "price": self.price,
@@ -185,4 +185,8 @@ def unaskable(ask: Ask, shapes: frozenset[Shape], max_page: int) -> FetchError |
 
 def get_marketplace(source: str) -> Marketplace:
     """A new instance of the adapter configured for `source` in MARKETPLACE_ADAPTERS."""
-    return configured_instance("MARKETPLACE_ADAPTERS", source, what="marketplace adapter")
+    # The setting names the class by import path: its type is known only at run time.
+    return cast(
+        Marketplace,
+        configured_instance("MARKETPLACE_ADAPTERS", source, what="marketplace adapter"),
+    )

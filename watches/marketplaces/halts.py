@@ -27,8 +27,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -49,10 +49,13 @@ PROBE_ANSWER_WAIT = 30.0
 # A setting's name as a detail writes it (RAKUTEN_API_VERSION, YAHOO_APP_ID).
 _NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 
-Send = Callable[[Sequence[str]], Mapping[str, Any]]
+# What an answer is keyed by: an item code, a JAN code, an Ask.
+_K = TypeVar("_K", bound=Hashable)
+
+Send = Callable[[Sequence[_K]], Mapping[_K, Any]]
 
 
-def guard(source: str, codes: Sequence[str], send: Send, now: dt.datetime) -> dict[str, Any]:
+def guard(source: str, codes: Sequence[_K], send: Send[_K], now: dt.datetime) -> dict[_K, Any]:
     """`send(codes)` — one adapter call that never raises, one answer per code — unless
     `source` is halted: then no request, every code answers the halt's error, except the
     first when this process takes the probe; when that probe lifts the halt, the other codes
@@ -94,7 +97,7 @@ def may_probe(source: str, now: dt.datetime) -> bool:
 
 
 def record(
-    source: str, answers: Mapping[str, Any], now: dt.datetime, *, probe: bool = False
+    source: str, answers: Mapping[_K, Any], now: dt.datetime, *, probe: bool = False
 ) -> MarketplaceHalt | None:
     """What `answers` (of one adapter call) tell of `source`'s configuration: a `config`
     answer halts it, or refreshes the words of its halt; the answers of a `probe` lift it
@@ -185,8 +188,8 @@ def _lift(source: str, now: dt.datetime) -> None:
 
 
 def _as_halted(
-    answers: dict[str, Any], halt: MarketplaceHalt | None, now: dt.datetime
-) -> dict[str, Any]:
+    answers: dict[_K, Any], halt: MarketplaceHalt | None, now: dt.datetime
+) -> dict[_K, Any]:
     """`answers` with each `config` one replaced by the halt's error (which says when the next
     probe may go out)."""
     if halt is None:

@@ -83,6 +83,9 @@ log = logging.getLogger("watches.marketplaces.rakuten")
 _K = TypeVar("_K")
 _R = TypeVar("_R")
 
+# An answer's JSON object and when it came.
+_Answer = tuple[dict[str, Any], dt.datetime]
+
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
 # Where the access key of an application is set: named in every detail about a key.
@@ -92,7 +95,7 @@ HITS_MAX = 30
 PAGE_MAX = 100
 # Each shape's parameters besides the key and the page. A shop's items come sold-out ones
 # included (`availability=0`: a sold-out watched item is news too), offers in stock only.
-_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, object]]] = {
+_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, str | int]]] = {
     Shape.ITEM: ("itemCode", {"availability": 0}),
     Shape.SHOP: ("shopCode", {"sort": "-updateTimestamp", "availability": 0}),
     Shape.PRODUCT: ("keyword", {"sort": "+itemPrice", "availability": 1}),
@@ -185,7 +188,7 @@ class RakutenMarketplace:
             return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
         return Offers(jan=jan, offers=tuple(offers.values()), observed_at=page.observed_at)
 
-    def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
+    def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the budget: the answer's JSON object and when it came, or
         what went wrong. A fault that stops the batch is kept in `_stop`."""
         try:
@@ -227,7 +230,7 @@ class RakutenMarketplace:
 
     def _classify(
         self, app_id: str, status: int, headers: Mapping[str, str], body: bytes
-    ) -> tuple[dict, dt.datetime] | FetchError:
+    ) -> _Answer | FetchError:
         try:
             data: Any = json.loads(body)
         except (ValueError, RecursionError):
@@ -394,7 +397,7 @@ def _items(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     Raises Malformed."""
     key = "Items" if "Items" in data or "items" not in data else "items"
     count = optional(data, "count", int)
-    items = field(data, key, list)
+    items: list[Mapping[str, Any]] = field(data, key, list)
     if count == 0:
         return []
     if not all(isinstance(item, dict) for item in items):

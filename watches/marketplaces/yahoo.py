@@ -85,6 +85,9 @@ _R = TypeVar("_R")
 
 log = logging.getLogger("watches.marketplaces.yahoo")
 
+# An answer's JSON object and when it came.
+_Answer = tuple[dict[str, Any], dt.datetime]
+
 # When the server says "too many requests" without saying for how long.
 _DEFAULT_HOLD_OFF = 5.0
 # shipping.code: 1 no setting, 2 free, 3 free under a condition. Only 2 says what it costs.
@@ -96,7 +99,7 @@ _ITEM_HITS = 10
 RESULTS_MAX = 50
 RESULTS_WINDOW = 1000
 # Each page shape's parameters besides its key and the page (ITEM: `store_item`, split).
-_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, object]]] = {
+_SHAPE_PARAMS: dict[Shape, tuple[str, dict[str, str | int]]] = {
     Shape.SHOP: ("seller_id", {"sort": "-review_count"}),
     Shape.PRODUCT: ("jan_code", {"sort": "+price", "in_stock": "true"}),
     Shape.KEYWORD: ("query", {"sort": "+price", "in_stock": "true"}),
@@ -180,7 +183,7 @@ class YahooMarketplace:
                 return FetchError(
                     FetchKind.NOT_FOUND, clip(f"{ask.key}: not store_item", MAX_DETAIL)
                 )
-            params: dict[str, object] = {"seller_id": store, "query": item}
+            params: dict[str, str | int] = {"seller_id": store, "query": item}
         else:
             name, extra = _SHAPE_PARAMS[ask.shape]
             params = {name: ask.key, **extra}
@@ -191,7 +194,7 @@ class YahooMarketplace:
         answer = self._ask({"jan_code": jan, "results": self.per_product, "sort": "+price"})
         return answer if isinstance(answer, FetchError) else _read_offers(jan, answer)
 
-    def _ask(self, params: Mapping[str, object]) -> tuple[dict, dt.datetime] | FetchError:
+    def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the rate limiter: the answer's JSON object and when it came,
         or what went wrong."""
         try:
@@ -230,7 +233,7 @@ class YahooMarketplace:
 
     def _classify(
         self, status: int, headers: Mapping[str, str], body: bytes
-    ) -> tuple[dict, dt.datetime] | FetchError:
+    ) -> _Answer | FetchError:
         try:
             data: Any = json.loads(body)
         except (ValueError, RecursionError):
@@ -288,7 +291,7 @@ def _error_message(data: Any, body: bytes) -> str:
     return clip(" ".join(message.split()), 120) if isinstance(message, str) else ""
 
 
-def _read_item(code: str, answer: tuple[dict, dt.datetime]) -> FetchResult:
+def _read_item(code: str, answer: _Answer) -> FetchResult:
     data, now = answer
     try:
         hits = field(data, "hits", list)
@@ -302,7 +305,7 @@ def _read_item(code: str, answer: tuple[dict, dt.datetime]) -> FetchResult:
     return FetchError(FetchKind.EMPTY, f"no offer for {code}")
 
 
-def _read_offers(jan: str, answer: tuple[dict, dt.datetime]) -> OffersResult:
+def _read_offers(jan: str, answer: _Answer) -> OffersResult:
     data, now = answer
     try:
         hits = field(data, "hits", list)
@@ -321,7 +324,7 @@ def _read_offers(jan: str, answer: tuple[dict, dt.datetime]) -> OffersResult:
     return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now)
 
 
-def _read_page(ask: Ask, answer: tuple[dict, dt.datetime]) -> PageResult:
+def _read_page(ask: Ask, answer: _Answer) -> PageResult:
     """Every hit of one page of an answer, in its order."""
     data, now = answer
     try:

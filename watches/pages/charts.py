@@ -154,8 +154,11 @@ def price_chart(
     priced = [p for p in points if p.in_stock and p.effective_price is not None]
     if not priced:
         return Chart()
-    values = [p.effective_price for p in priced]
+    # Every priced point has a price: said again for the type checker.
+    values = [p.effective_price for p in priced if p.effective_price is not None]
     marks = [v for v in (low, typical, int(target) if target is not None else None) if v]
+    lo: float
+    hi: float
     lo, hi = min(values + marks), max(values + marks)
     margin = max((hi - lo) * 0.08, 10)
     lo, hi = max(0, lo - margin), hi + margin
@@ -208,13 +211,14 @@ def price_chart(
         if value
     )
     last = priced[-1]
+    last_price = values[-1]  # the last priced point's
     return Chart(
         path="".join(segments),
         stockouts=tuple(stockouts),
         lines=lines,
         yticks=yticks,
         xticks=xticks,
-        last=(x(last.observed_at), y(last.effective_price)),
+        last=(x(last.observed_at), y(last_price)),
         empty=False,
         weeks=_weekly(points, start, now, tz),
     )

@@ -274,6 +274,7 @@ class QuietHoursForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
+        assert data is not None  # forms.Form.clean returns cleaned_data
         start, end = data.get("quiet_start"), data.get("quiet_end")
         if (start is None) != (end is None) and not self.errors:
             raise forms.ValidationError(
@@ -291,7 +292,9 @@ class ProductWatchForm(WatchForm):
 
     def __init__(self, *args, product, **kwargs) -> None:
         super().__init__(*args, listing=product, **kwargs)
-        self.fields["trigger"].choices = [
+        trigger = self.fields["trigger"]
+        assert isinstance(trigger, forms.ChoiceField)  # as WatchForm declares it
+        trigger.choices = [
             (Trigger.TARGET_PRICE.value, _("Any shop at or below my price")),
             (Trigger.PRICE_DROP.value, _("The cheapest drops by a percentage")),
             (Trigger.BACK_IN_STOCK.value, _("Back in stock at any shop")),

@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
@@ -240,9 +240,9 @@ def listing_detail(request: HttpRequest, listing_id: int) -> HttpResponse:
             form.add_error(None, _("We no longer track this item, so it cannot be watched."))
         elif form.is_valid():
             params = form.params()
-            device = devices.get_or_create_device(request)
-            watch, created = watchlist.save_watch(device, listing, params)
-            messages.success(request, watchlist.saved_message(watch, device, created=created))
+            owner = devices.get_or_create_device(request)
+            watch, created = watchlist.save_watch(owner, listing, params)
+            messages.success(request, watchlist.saved_message(watch, owner, created=created))
             return redirect(reverse("listing", args=[listing.pk]) + "#your-watches")
     else:
         form = WatchForm(listing=listing)
@@ -325,7 +325,8 @@ def _listing_html(
         for watch in mine:
             # Already at hand: no query per watch.
             watch.listing = listing
-            watch.first_seen = first_seen
+            # What `watchlist.live_watches` annotates, read by name (`watchlist.rows_for`).
+            setattr(watch, "first_seen", first_seen)  # noqa: B010
     if main is None:
         main = _listing_main(listing, now, watchlist.chart_target(listing, mine))
     if form.is_bound:
@@ -396,7 +397,7 @@ def _listing_main(listing: Listing, now, target=None) -> str:
     )
 
 
-def _chart_html(listing: Listing, now: dt.datetime, target=None) -> str:
+def _chart_html(listing: Listing, now: dt.datetime, target=None) -> SafeString:
     points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
     chart = price_chart(
         points, now=now, low=listing.low_90, typical=listing.typical_price, target=target

@@ -255,7 +255,9 @@ def can_notify(device: Device | None) -> bool:
 def held_until(device: Device | None, now: dt.datetime) -> str:
     """ "08:00" while the device is inside its quiet hours (the window's end, in its zone),
     else "": what detection finds meanwhile waits until then (outbox.holds)."""
-    until = device.quiet_until(now) if device is not None else None
+    if device is None:
+        return ""
+    until = device.quiet_until(now)
     return timezone.localtime(until, device.zone).strftime("%H:%M") if until else ""
 
 
@@ -368,7 +370,7 @@ def saved_message(
     def shown(value: Decimal | None) -> str:
         return per_unit(yen_text(value), listing) if state.per_unit else yen_text(value)
 
-    values = {"now": shown(state.value), "line": shown(state.line)}
+    values: dict[str, object] = {"now": shown(state.value), "line": shown(state.line)}
     if not can_notify(device):
         holds = _(
             "The price is already %(now)s, at or below %(line)s, but nothing can reach you "

@@ -25,10 +25,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
 
+from common.fields import max_length
 from common.text import clip
 from watches.marketplaces.base import (
     Ask,
@@ -36,6 +38,7 @@ from watches.marketplaces.base import (
     Observation,
     Page,
     PageResult,
+    PageSearch,
     Shape,
     get_marketplace,
 )
@@ -51,7 +54,7 @@ TRUST_SAMPLES = 20
 TRUST_SHARE = 0.8
 # How much a new reading of a shop's pace weighs against what was learned before.
 LEARNING = 0.5
-_ERROR_LIMIT = ShopFeed._meta.get_field("last_error").max_length
+_ERROR_LIMIT = max_length(ShopFeed, "last_error")
 
 
 def trusted(source: str) -> bool:
@@ -66,7 +69,7 @@ def trusted(source: str) -> bool:
 
 def read_pages(
     source: str, shops: Sequence[str], now: dt.datetime | None = None
-) -> tuple[list[tuple[Listing, PageResult]], dict[str, PageResult]]:
+) -> tuple[list[tuple[Listing, Observation]], dict[str, PageResult]]:
     """Page 1 of each shop's feed (one request each, through the budget; never raises), the
     listings we know among its items, each with its observation, and every shop's answer."""
     asks = [Ask(Shape.SHOP, shop) for shop in shops]
@@ -75,7 +78,7 @@ def read_pages(
     return known_items(source, by_shop.values()), by_shop
 
 
-def known_items(source: str, answers: Iterable[PageResult]) -> list[tuple[Listing, PageResult]]:
+def known_items(source: str, answers: Iterable[PageResult]) -> list[tuple[Listing, Observation]]:
     """(listing, observation) for every item of `answers` that is an active listing of
     `source`, each listing once (its first appearance)."""
     items = [item for page in answers if isinstance(page, Page) for item in page.items]
@@ -86,7 +89,7 @@ def known_items(source: str, answers: Iterable[PageResult]) -> list[tuple[Listin
         listing.item_code: listing
         for listing in Listing.objects.filter(source=source, item_code__in=codes, paused=False)
     }
-    pairs: dict[str, tuple[Listing, PageResult]] = {}
+    pairs: dict[str, tuple[Listing, Observation]] = {}
     for item in items:
         listing = listings.get(item.item_code)
         if listing is not None and item.item_code not in pairs:
@@ -158,7 +161,8 @@ def poll_shops(source: str, shops: Sequence[str]):
 
     pairs, answers = read_pages(source, shops)
     result = record_answers(pairs, timezone.now(), via=Shape.SHOP)
-    learn(source, answers, get_marketplace(source).per_page)
+    # Shop feeds are read only from marketplaces that answer pages (the plan asks no other).
+    learn(source, answers, cast(PageSearch, get_marketplace(source)).per_page)
     result.requests = len(shops)
     return result
 
@@ -195,9 +199,9 @@ def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Obser
             mine = missing[shop_ask.key]
             if isinstance(answer, Page):
                 for item in answer.items:
-                    listing = mine.pop(item.item_code, None)
-                    if listing is not None:
-                        found[listing.id] = item
+                    known = mine.pop(item.item_code, None)
+                    if known is not None:
+                        found[known.id] = item
             full = isinstance(answer, Page) and len(answer.items) >= adapter.per_page
             if not full or len(mine) < 2:
                 del missing[shop_ask.key]

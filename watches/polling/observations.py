@@ -29,10 +29,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -41,6 +41,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from common.bulk import update_by_id
+from common.fields import max_length
 from common.lookups import one_of
 from common.retrying import retrying
 from common.text import clip
@@ -61,7 +62,7 @@ from watches.triggers import LOW_WINDOW, TYPICAL_WINDOW, Point
 log = logging.getLogger("watches.polling.observations")
 
 NO_ANSWER = "the marketplace did not answer for this item"
-_ERROR_LIMIT = Listing._meta.get_field("last_error").max_length
+_ERROR_LIMIT = max_length(Listing, "last_error")
 _DETAIL_LIMIT = 150
 _DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
 _OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error", "seen_via")
@@ -226,19 +227,22 @@ def fetch(source: str, codes: Sequence[str]) -> dict[str, FetchResult]:
     return ask(source, codes, lambda adapter, some: adapter.fetch(some))
 
 
+_K = TypeVar("_K", bound=Hashable)  # what an answer is keyed by: a code, a JAN, an Ask
+
+
 def ask(
     source: str,
-    codes: Sequence[str],
-    request: Callable[[Any, Sequence[str]], Mapping[str, Any]],
+    codes: Sequence[_K],
+    request: Callable[[Any, Sequence[_K]], Mapping[_K, Any]],
     unanswered: str = NO_ANSWER,
-) -> dict[str, Any]:
+) -> dict[_K, Any]:
     """`request(adapter, codes)` of `source`'s adapter, one answer for every code. Never
     raises: a bug or a misconfiguration in the adapter is logged and answers `bad_response`
     for every code, and a code the adapter left unanswered gets `bad_response` (`unanswered`)
     too. A marketplace halted for a configuration fault is not asked: every code answers the
     halt's `config` error, but for the one probe it allows (`watches.marketplaces.halts`)."""
 
-    def send(some: Sequence[str]) -> dict[str, Any]:
+    def send(some: Sequence[_K]) -> dict[_K, Any]:
         try:
             answers = request(get_marketplace(source), some)
         except Exception as exc:  # an adapter's bug must not stop polling or a dispatch cycle
@@ -282,7 +286,7 @@ def fresh_observations(
             current.append(listing)
     fresh: dict[int, Observation] = {}
     for listing in current:
-        if listing.price is None or listing.in_stock is None:
+        if listing.price is None or listing.in_stock is None or listing.last_polled_at is None:
             continue  # never observed with a price: ask the marketplace
         fresh[listing.id] = Observation(
             item_code=listing.item_code,
@@ -358,6 +362,7 @@ def observe(
     for listing, result in answers:
         observation = as_observation(listing, result, now)
         if observation is None:
+            assert isinstance(result, FetchError)  # as_observation answers every Observation
             listing.last_error = clip(f"{result.kind}: {result.detail}", _ERROR_LIMIT)
             listing.last_error_at = listing.last_polled_at = now
             batch.failed.append(listing)

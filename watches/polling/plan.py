@@ -122,7 +122,7 @@ def reach_of(source: str) -> Reach:
         return Reach(None, frozenset({Shape.ITEM}))
     wanted = {Shape(name) for name in settings.POLL_SHAPES}
     shapes = {Shape.ITEM}
-    answers = getattr(adapter, "shapes", frozenset())
+    answers: frozenset[Shape] = getattr(adapter, "shapes", frozenset())
     if (
         Shape.SHOP in wanted
         and Shape.SHOP in answers

@@ -183,10 +183,12 @@ def _run(batch: list[Planned]) -> PollResult:
     if shape == Shape.PRODUCT:
         from watches.products.polling import poll_product_batch
 
-        result = poll_product_batch(source, [request.product_id for request in batch])
+        # Each request of these shapes names its product (or its listing): the plan's rule.
+        products = [r.product_id for r in batch if r.product_id is not None]
+        result = poll_product_batch(source, products)
         result.requests = len(batch)
         return result
-    return poll_batch(source, [request.listing_id for request in batch])
+    return poll_batch(source, [r.listing_id for r in batch if r.listing_id is not None])
 
 
 def poll_batch(source: str, ids: Sequence[int]) -> PollResult:

@@ -58,7 +58,7 @@ def add_product(jan: str) -> Product:
 
 def product_from_listing(listing: Listing) -> Product:
     """The product a listing is an offer of: its own, or the one its known JAN names."""
-    if listing.product_id is not None:
+    if listing.product is not None:
         return listing.product
     if not listing.jan:
         raise IntakeError(
@@ -73,7 +73,7 @@ def add_by_link(ref: ItemRef) -> Listing | Product:
     or — for an item whose answer carries a valid JAN code (Yahoo! Shopping's do) — its
     product."""
     listing = find_or_add(ref)
-    if listing.product_id is not None:
+    if listing.product is not None:
         return listing.product
     if listing.jan:
         try:
@@ -114,14 +114,16 @@ def _new_product(jan: str) -> Product:
         raise _no_offers(jan, list(answers.values()))
     cheapest = min(offers, key=lambda offer: offer.effective_price or 0)
     extra = next((o.extra for o in offers if (o.extra or {}).get("units_per_pack")), {}) or {}
+    # What a marketplace says beside the offer is untyped (the demo's catalogue says these).
+    units, label = extra.get("units_per_pack"), extra.get("unit_label")
     try:
         with transaction.atomic():
             product = Product.objects.create(
                 jan=jan,
                 name=cheapest.name[:500],
                 image_url=cheapest.image_url,
-                units_per_pack=extra.get("units_per_pack") or None,
-                unit_label=extra.get("unit_label") or "",
+                units_per_pack=units if isinstance(units, int) and units else None,
+                unit_label=label if isinstance(label, str) else "",
             )
     except IntegrityError:  # someone added it at the same moment
         return Product.objects.get(jan=jan)

@@ -24,9 +24,12 @@ from watches.triggers import Point
 
 
 class OfferLike(Protocol):
-    price: int | None
-    shipping: int | None
-    in_stock: bool | None
+    @property
+    def price(self) -> int | None: ...
+    @property
+    def shipping(self) -> int | None: ...
+    @property
+    def in_stock(self) -> bool | None: ...
 
 
 OfferT = TypeVar("OfferT", bound=OfferLike)

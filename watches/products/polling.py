@@ -36,6 +36,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from common.bulk import update_by_id
+from common.fields import max_length
 from common.text import clip
 from outbox.enqueue import Detection, detections_for, enqueue_many
 from watches.marketplaces.base import (
@@ -60,7 +61,7 @@ from watches.triggers import LOW_WINDOW, Judgement, build_history
 log = logging.getLogger("watches.products.polling")
 
 GONE = "no longer offered"
-_ERROR_LIMIT = Product._meta.get_field("last_error").max_length
+_ERROR_LIMIT = max_length(Product, "last_error")
 
 
 def offer_sources() -> list[str]:
@@ -187,6 +188,7 @@ def offer_answers(
     for listing in Listing.objects.filter(
         source=source, product__in=products, paused=False
     ).order_by("id"):
+        assert listing.product_id is not None  # one of `products`' offers
         known[listing.product_id][listing.item_code] = listing
     pairs: list[tuple[Listing, FetchResult]] = []
     for product in products:
@@ -198,9 +200,9 @@ def offer_answers(
         product.last_error = ""
         mine = known.get(product.pk, {})
         for offer in answer.offers if isinstance(answer, Offers) else ():
-            listing = mine.pop(offer.item_code, None) or offer_listing(source, product, offer)
-            if not listing.paused:
-                pairs.append((listing, offer))
+            offered = mine.pop(offer.item_code, None) or offer_listing(source, product, offer)
+            if not offered.paused:
+                pairs.append((offered, offer))
         gone = FetchError(FetchKind.EMPTY, GONE) if isinstance(answer, Offers) else answer
         pairs.extend((listing, gone) for listing in mine.values())
     return pairs
@@ -252,6 +254,7 @@ def judge_products(
         return [], [], []
     offers: dict[int, list[Listing]] = defaultdict(list)
     for listing in Listing.objects.filter(product_id__in=list(by_id), paused=False):
+        assert listing.product_id is not None  # an offer of one of `products`
         offers[listing.product_id].append(fresh.get(listing.pk, listing))
     histories = {
         pk: build_history(points, now)
@@ -261,6 +264,7 @@ def judge_products(
     missed: list[tuple[Watch, _Missed]] = []
     moves: list[tuple[int, tuple[int]]] = []
     for watch in watches:
+        assert watch.product_id is not None  # a watch on one of `products`
         product = by_id[watch.product_id]
         judgement, best = detect_best(
             watch, product.units_per_pack, offers[product.pk], histories[product.pk]
@@ -269,6 +273,7 @@ def judge_products(
             moves.append((watch.pk, (best.pk,)))
         if not judgement.holds:
             continue
+        assert best is not None  # a judgement holds only on an offer in stock
         if not watch.device.receiving_channels:
             # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, _Missed(best.effective_price, now)))

@@ -57,6 +57,7 @@ def refetch_products(products: Iterable[Product], now: dt.datetime) -> dict[int,
         all_pairs.extend(pairs)
         answered = set()
         for listing, result in pairs:
+            assert listing.product_id is not None  # an offer of one of `products`
             offers[listing.product_id].append((listing, result))
             answered.add(listing.product_id)
         for product in products:

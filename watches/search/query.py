@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db import connection
 from django.db.models import (
@@ -26,6 +27,9 @@ from watches.search.index import first_matches, matching
 from watches.search.text import MAX_QUERY, query_terms
 from watches.search.vocabulary import category_label
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 # "Near its 90-day low": within this share above it.
 NEAR_LOW = 1.05
 # A search counts its matches up to this many ("1000+" beyond), and its pages show the first
@@ -46,7 +50,13 @@ def normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).strip()[:MAX_QUERY]
 
 
-def with_effective_price(queryset: QuerySet[Listing]) -> QuerySet[Listing]:
+class _Effective(TypedDict):
+    eff: int  # price + shipping (0 where unknown)
+
+
+def with_effective_price(
+    queryset: QuerySet[Listing],
+) -> QuerySet[WithAnnotations[Listing, _Effective]]:
     return queryset.annotate(
         eff=ExpressionWrapper(
             F("price") + Coalesce(F("shipping"), Value(0)), output_field=IntegerField()
