@@ -34,17 +34,24 @@ _INTAKE_STATUS = {"not_found": 404, "unreachable": 503, "no_source": 503, "no_ja
 
 @dataclass(frozen=True)
 class ProductFacts:
-    """What the chart and the watch form read of a product, as they read a listing's."""
+    """What the chart and the watch form read of a product, as they read a listing's: its
+    cheapest offer's 90-day low and typical price, incl. shipping and after points."""
 
     name: str
     units_per_pack: int | None
     unit_label: str
     low_90: int | None
     typical_price: int | None
+    low_90_net: int | None = None
+    typical_net: int | None = None
 
     @property
     def unit_low_90(self) -> Decimal | None:
         return unit_price(self.low_90, self.units_per_pack)
+
+    @property
+    def unit_low_90_net(self) -> Decimal | None:
+        return unit_price(self.low_90_net, self.units_per_pack)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -112,9 +119,20 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
         status = 400
     else:
         form = ProductWatchForm(product=product)
-    points = product_points([product.pk], now - LOW_WINDOW)[product.pk]
+    since = now - LOW_WINDOW
+    points = product_points([product.pk], since)[product.pk]
+    nets = product_points([product.pk], since, after_points=True)[product.pk]
     typical, low = listing_stats(points, now)
-    facts = ProductFacts(product.name, product.units_per_pack, product.unit_label, low, typical)
+    typical_net, low_net = listing_stats(nets, now)
+    facts = ProductFacts(
+        product.name,
+        product.units_per_pack,
+        product.unit_label,
+        low,
+        typical,
+        low_net,
+        typical_net,
+    )
     device = devices.get_device(request)
     mine = (
         list(
@@ -137,7 +155,7 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
             "offers": [*in_stock, *out],
             "best": in_stock[0] if in_stock else None,
             "shops": len(in_stock),
-            "chart": price_chart(points, now=now, low=low, typical=typical),
+            "chart": price_chart(points, now=now, low=low, typical=typical, net_points=nets),
             "form": form,
             "action": "#watch",
             "submit_label": _("Watch every shop"),

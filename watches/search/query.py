@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import (
+    Case,
     Count,
     ExpressionWrapper,
     F,
@@ -20,8 +21,10 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Value,
+    When,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
 from watches.models import Listing
 from watches.search.index import first_matches, matching
@@ -48,10 +51,17 @@ def normalise(text: str) -> str:
 
 
 def with_effective_price(queryset: QuerySet[Listing]) -> QuerySet[Listing]:
+    """`eff`: the price incl. shipping; `net`: the price after the points everyone gets now
+    (a campaign that has ended since the listing was seen counts what is left after it)."""
+    now = timezone.now()
+    points_now = Case(
+        When(points_until__lte=now, then=Coalesce(F("points_after"), Value(0))),
+        default=F("points"),
+    )
+    total = F("price") + Coalesce(F("shipping"), Value(0))
     return queryset.annotate(
-        eff=ExpressionWrapper(
-            F("price") + Coalesce(F("shipping"), Value(0)), output_field=IntegerField()
-        )
+        eff=ExpressionWrapper(total, output_field=IntegerField()),
+        net=ExpressionWrapper(Greatest(total - points_now, Value(0)), output_field=IntegerField()),
     )
 
 
@@ -86,17 +96,19 @@ def search_results(query: str, category: str = "") -> SearchResults:
 
 
 def cheap_now(limit: int = 10) -> QuerySet[Listing]:
-    """In stock, at or near the 90-day low; the biggest drops below the typical price first."""
+    """In stock, at or near the 90-day low after points; the biggest drops below the typical
+    price after points first (without points, the two are the prices incl. shipping)."""
+    # A listing whose statistics were not computed after points since it was saved reads
+    # them incl. shipping (the same, without points).
+    low = Coalesce(F("low_90_net"), F("low_90"))
+    typical = Coalesce(F("typical_net"), F("typical_price"))
     return (
-        with_effective_price(
-            Listing.objects.filter(
-                paused=False, in_stock=True, low_90__isnull=False, typical_price__gt=0
-            )
-        )
-        .filter(eff__lte=F("low_90") * NEAR_LOW)
+        with_effective_price(Listing.objects.filter(paused=False, in_stock=True))
+        .annotate(low=low, typical=typical)
+        .filter(low__isnull=False, typical__gt=0, net__lte=F("low") * NEAR_LOW)
         .annotate(
             drop=ExpressionWrapper(
-                (F("eff") - F("typical_price")) * 1.0 / F("typical_price"),
+                (F("net") - F("typical")) * 1.0 / F("typical"),
                 output_field=FloatField(),
             )
         )
@@ -106,8 +118,8 @@ def cheap_now(limit: int = 10) -> QuerySet[Listing]:
 
 
 def offer_summaries(product_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """Product id -> (cheapest effective price in stock, how many shops have it in stock),
-    in one query: "from ¥X at N shops"."""
+    """Product id -> (cheapest price after points in stock, how many shops have it in
+    stock), in one query: "from ¥X at N shops" — whichever shop, points counted."""
     rows = (
         with_effective_price(
             Listing.objects.filter(
@@ -115,7 +127,7 @@ def offer_summaries(product_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
             )
         )
         .values("product_id")
-        .annotate(low=Min("eff"), shops=Count("id"))
+        .annotate(low=Min("net"), shops=Count("id"))
         .order_by()
     )
     return {row["product_id"]: (row["low"], row["shops"]) for row in rows}
