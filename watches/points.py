@@ -168,8 +168,12 @@ class Breakdown:
         if self.shipping:
             terms.append("+ " + _("%(amount)s shipping") % {"amount": yen(self.shipping)})
         if self.points:
-            taken = "− " + _("%(points)s pt") % {"points": f"{self.points:,}"}
-            terms.append(f"{taken} {self.campaign}".rstrip())
+            points = f"{self.points:,}"
+            if campaign := self.campaign:
+                taken = _("%(points)s pt %(campaign)s") % {"points": points, "campaign": campaign}
+            else:
+                taken = _("%(points)s pt") % {"points": points}
+            terms.append("− " + taken)
         if self.members and self.member_points:
             taken = "− " + _("%(points)s pt") % {"points": f"{self.member_points:,}"}
             terms.append(taken + " " + _("(LYP premium)"))
