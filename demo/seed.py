@@ -195,6 +195,8 @@ def _seed_demo_watcher() -> int:
         ("cf-ucc-golden-1k", Trigger.LOWEST, {}),
         ("pf-chao-churu-60", Trigger.BACK_IN_STOCK, {}),
         ("tp-nepia-18r", Trigger.TARGET_PRICE, {"target_price": 60, "use_unit_price": True}),
+        # After points, at ドラッグさくら: its 5× campaign takes some ¥25 off a ¥568 list price.
+        ("tp-scottie-12r-s2", Trigger.TARGET_PRICE, {"target_price": 550, "after_points": True}),
     ]
     made = 0
     # Any demo shop selling Scottie 12 rolls at ¥540 or less (a product watch).

@@ -304,3 +304,21 @@ def test_lowest_after_points_reads_the_90_day_low_after_points(
     WatchFactory(listing=listing, trigger=Trigger.LOWEST, target_price=None, after_points=after)
     ichiba.campaign(CODE, 5, *OPEN)  # ¥1,980 − 90 pt = ¥1,890, below the ¥1,950 low
     assert at(NOW, lambda: poll(codes=[CODE])).enqueued == enqueued
+
+
+def test_the_admin_story_shows_the_breakdown_at_detection_and_at_each_attempt(
+    listing, ichiba, recording_channel, admin_client
+):
+    made = after_points(listing)
+    ichiba.campaign(CODE, 5, *OPEN)
+    assert at(NOW + dt.timedelta(minutes=50), lambda: poll(codes=[CODE])).enqueued == 1
+    at(dt.datetime(2026, 3, 19, 14, 1, tzinfo=JST), run_cycle)
+    row = Outbox.objects.get(watch=made)
+
+    html = admin_client.get(f"/admin/outbox/outbox/{row.pk}/change/").content.decode()
+    assert (
+        "¥1,980 − 90 pt (5×, until 3/19 13:59) = ¥1,890, free shipping (judged after points)"
+        in html
+    )
+    assert "¥1,980 − 18 pt = ¥1,962, free shipping (judged after points)" in html
+    assert "Points campaign ended" in html
