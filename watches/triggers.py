@@ -344,7 +344,7 @@ def recheck(
     if lost:
         reason = CONDITION_LOST
         then = snapshot.get("points_counted")
-        if line is not None and isinstance(then, int) and then > points:
+        if watch.after_points and line is not None and isinstance(then, int) and then > points:
             kept = compared_value(
                 watch.trigger,
                 watch.use_unit_price,
