@@ -34,6 +34,8 @@ class DemoProductAdmin(admin.ModelAdmin):
         "price",
         "shipping",
         "in_stock",
+        "point_rate",
+        "points_until",
         "fault",
         "last_seen_price",
         "held_until",

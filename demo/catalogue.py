@@ -194,3 +194,17 @@ def _with_shops(items: tuple[DemoItem, ...]) -> tuple[DemoItem, ...]:
 
 CATALOGUE: tuple[DemoItem, ...] = _with_shops(_ITEMS)
 LIST_PRICE = {item.code: item.price for item in CATALOGUE}
+
+
+# The demo shops' points, so `make run` shows prices after points without keys. A campaign:
+# (multiplier, hours from the seed it started — negative: before —, hours it runs). One is on
+# (it ends tomorrow), one ended yesterday, one starts later today; the demo tick starts and
+# ends others as it goes (`demo.market.tick_campaigns`).
+CAMPAIGNS: dict[str, tuple[int, int, int]] = {
+    "ドラッグさくら": (5, -6, 30),
+    "くらしの店": (10, -48, 24),
+    "まとめ買い本舗": (3, 6, 48),
+}
+# What premium members get on top, as a multiplier (as Yahoo! Shopping's LYP premium): shown
+# to everyone, counted only for a device that says it is a member.
+MEMBER_RATES: dict[str, int] = {"日用品マート": 2}

@@ -1,6 +1,7 @@
 """The demo market moving: by hand (`set_product`: a person sets a price, the stock or a
 simulated fault) and on its own (`tick`: sales that start and end, wobbles, stock-outs and
-recoveries), so the outbox has something to do."""
+recoveries; `tick_campaigns`: points campaigns that open and close), so the outbox has
+something to do."""
 
 from __future__ import annotations
 
@@ -146,3 +147,62 @@ def _step(product: DemoProduct, list_price: int, rng: random.Random) -> Move | N
     if new == old:
         return None
     return Move(product.item_code, "wobble", old, new, True, stocked)
+
+
+# Points campaigns, per product and tick: one starts now and then (at once, or in a few hours:
+# announced before it holds), for a few hours to two days; one that has ended is cleared.
+_CAMPAIGN_STARTS = 0.02
+_CAMPAIGN_RATES = (2, 3, 5, 10)
+_CAMPAIGN_HOURS = (3, 6, 12, 24, 48)
+_CAMPAIGN_LATER = 0.3
+
+
+@dataclass(frozen=True)
+class CampaignMove:
+    """One product's points campaign starting (announced) or cleared after its end."""
+
+    code: str
+    what: str  # campaign, campaign over
+    rate: int
+    start: dt.datetime | None
+    end: dt.datetime | None
+
+
+def tick_campaigns(
+    rng: random.Random | None = None, now: dt.datetime | None = None
+) -> list[CampaignMove]:
+    """Open and close the movable products' points campaigns: an ended one is cleared (the
+    standard 1 again); a product without one may get one — multiplier 2 to 10, holding from
+    now or from a few hours on, for a few hours to two days. Each is written only while the
+    product's campaign is still as planned. Returns what moved."""
+    rng = rng or random.Random()
+    now = now or timezone.now()
+    moves = []
+    for product in movable(now).order_by("item_code"):
+        move = _campaign_step(product, rng, now)
+        if move is None:
+            continue
+        still = movable(now).filter(
+            item_code=product.item_code,
+            point_rate=product.point_rate,
+            points_until=product.points_until,
+        )
+        if still.update(
+            point_rate=move.rate, points_from=move.start, points_until=move.end, updated_at=now
+        ):
+            moves.append(move)
+    return moves
+
+
+def _campaign_step(
+    product: DemoProduct, rng: random.Random, now: dt.datetime
+) -> CampaignMove | None:
+    if product.points_until is not None and product.points_until <= now:
+        return CampaignMove(product.item_code, "campaign over", 1, None, None)
+    if product.point_rate > 1 or rng.random() >= _CAMPAIGN_STARTS:
+        return None
+    start = now
+    if rng.random() < _CAMPAIGN_LATER:
+        start += dt.timedelta(hours=rng.choice((1, 2, 4)))
+    end = start + dt.timedelta(hours=rng.choice(_CAMPAIGN_HOURS))
+    return CampaignMove(product.item_code, "campaign", rng.choice(_CAMPAIGN_RATES), start, end)

@@ -3,6 +3,7 @@ with `manage.py demo_market`, so anyone can move a price and see the outbox reac
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,7 @@ from watches.marketplaces.base import (
     Offers,
     OffersResult,
 )
+from watches.points import holds, rakuten_points
 
 # A simulated fault answers like a real outage of that kind would.
 _FAULT_RETRY_AFTER = {DemoProduct.Fault.RATE_LIMITED: 60.0}
@@ -35,6 +37,10 @@ _ANSWERED = (
     "shipping",
     "in_stock",
     "fault",
+    "point_rate",
+    "points_from",
+    "points_until",
+    "member_rate",
 )
 
 
@@ -94,6 +100,25 @@ def _fault(product: Any) -> FetchError | None:
     )
 
 
+def points_of(product: Any, now: dt.datetime) -> dict[str, Any]:
+    """A demo product's points at `now`, as Observation fields: Rakuten Ichiba's rule
+    (`watches.points.rakuten_points`) with its campaign while the window holds, and its
+    premium members' extra. `product`: a DemoProduct or a row of `_ANSWERED`."""
+    price = product.price
+    standard = rakuten_points(price, 1)
+    on = product.point_rate > 1 and holds(product.points_from, product.points_until, now)
+    fields: dict[str, Any] = {
+        "points": rakuten_points(price, product.point_rate) if on else standard,
+        "member_points": rakuten_points(price, product.member_rate),
+    }
+    if on:
+        fields["point_rate"] = product.point_rate
+        if product.points_until is not None:
+            fields["points_until"] = product.points_until
+            fields["points_after"] = standard
+    return fields
+
+
 def _observation(product: Any, now) -> Observation:
     return Observation(
         item_code=product.item_code,
@@ -110,4 +135,5 @@ def _observation(product: Any, now) -> Observation:
             "unit_label": product.unit_label,
             "jan": product.jan,
         },
+        **points_of(product, now),
     )

@@ -34,6 +34,21 @@ class DemoProduct(models.Model):
     price = models.PositiveIntegerField(verbose_name=_("price"))
     shipping = models.PositiveIntegerField(verbose_name=_("shipping"), null=True, blank=True)
     in_stock = models.BooleanField(verbose_name=_("in stock"), default=True)
+    # A points campaign (demo.market.tick_campaigns, admin): `point_rate` points per ¥100 of
+    # the tax-excluded price — Rakuten Ichiba's rule (watches.points) — while the window
+    # from `points_from` until `points_until` (exclusive; either may be open) holds, the
+    # standard 1 outside it; and `member_rate` more for premium members only (as Yahoo!
+    # Shopping's LYP premium).
+    point_rate = models.PositiveSmallIntegerField(
+        verbose_name=_("point multiplier"),
+        default=1,
+        help_text=_("1 is the standard 1 %; 5 is a five-times campaign"),
+    )
+    points_from = models.DateTimeField(verbose_name=_("campaign from"), null=True, blank=True)
+    points_until = models.DateTimeField(verbose_name=_("campaign until"), null=True, blank=True)
+    member_rate = models.PositiveSmallIntegerField(
+        verbose_name=_("premium members' extra multiplier"), default=0
+    )
     fault = models.CharField(
         verbose_name=_("simulated fault"),
         max_length=20,

@@ -10,7 +10,8 @@ import random
 from django.db import transaction
 from django.utils import timezone
 
-from demo.catalogue import CATALOGUE, DemoItem
+from demo.catalogue import CAMPAIGNS, CATALOGUE, MEMBER_RATES, DemoItem
+from demo.marketplace import points_of
 from demo.models import DemoProduct
 from watches.models import Channel, Device, Listing, PricePoint, Product, Trigger, Watch
 from watches.polling.history import refresh_stats
@@ -78,9 +79,14 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "unit_label": item.unit_label,
                 "jan": item.jan,
                 "shop_name": item.shop,
+                **_points_setup(item, now),
             },
         )
         created["demo_items"] += made
+        if not made and _no_points_setup(product) and _points_setup(item, now):
+            # A demo seeded before points: its shops' campaigns start now.
+            DemoProduct.objects.filter(pk=product.pk).update(**_points_setup(item, now))
+            product.refresh_from_db()
         listing, made = Listing.objects.get_or_create(
             source="demo",
             item_code=item.code,
@@ -93,6 +99,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                 "price": product.price,
                 "shipping": product.shipping,
                 "in_stock": product.in_stock,
+                **points_of(product, now),
                 "last_polled_at": now,
                 "jan": item.jan,
                 "product": _product(item, now),
@@ -111,6 +118,7 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
                     price=price,
                     shipping=item.shipping,
                     in_stock=ok,
+                    points=points_of(_Priced(product, price), at)["points"],
                 )
                 for at, price, ok in history
             )
@@ -119,6 +127,38 @@ def seed_demo(now: dt.datetime | None = None) -> dict[str, int]:
     created["watches"] = _seed_demo_watcher()
     refresh_stats(Listing.objects.filter(source="demo").values_list("id", flat=True), now)
     return created
+
+
+def _points_setup(item: DemoItem, now: dt.datetime) -> dict:
+    """The DemoProduct fields of its shop's points (`demo.catalogue.CAMPAIGNS`,
+    `MEMBER_RATES`), its campaign's window placed around `now`; {} for a shop without."""
+    fields: dict = {}
+    if item.shop in CAMPAIGNS:
+        rate, started, hours = CAMPAIGNS[item.shop]
+        start = now + dt.timedelta(hours=started)
+        fields |= {
+            "point_rate": rate,
+            "points_from": start,
+            "points_until": start + dt.timedelta(hours=hours),
+        }
+    if item.shop in MEMBER_RATES:
+        fields["member_rate"] = MEMBER_RATES[item.shop]
+    return fields
+
+
+def _no_points_setup(product: DemoProduct) -> bool:
+    return product.point_rate == 1 and product.points_until is None and not product.member_rate
+
+
+class _Priced:
+    """A demo product at another price (its history's), for `points_of`."""
+
+    def __init__(self, product: DemoProduct, price: int) -> None:
+        self.price = price
+        self.point_rate = product.point_rate
+        self.points_from = product.points_from
+        self.points_until = product.points_until
+        self.member_rate = product.member_rate
 
 
 def _product(item: DemoItem, now: dt.datetime) -> Product | None:
@@ -155,6 +195,8 @@ def _seed_demo_watcher() -> int:
         ("cf-ucc-golden-1k", Trigger.LOWEST, {}),
         ("pf-chao-churu-60", Trigger.BACK_IN_STOCK, {}),
         ("tp-nepia-18r", Trigger.TARGET_PRICE, {"target_price": 60, "use_unit_price": True}),
+        # After points, at ドラッグさくら: its 5× campaign takes some ¥25 off a ¥568 list price.
+        ("tp-scottie-12r-s2", Trigger.TARGET_PRICE, {"target_price": 550, "after_points": True}),
     ]
     made = 0
     # Any demo shop selling Scottie 12 rolls at ¥540 or less (a product watch).

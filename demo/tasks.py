@@ -16,7 +16,8 @@ def demo_tick() -> dict[str, int]:
 
     Looking first means every detection meets a market that has moved once more by the time
     the dispatcher re-checks it, as a real one does between a poll and a send: some sales
-    will have ended, some items sold out, and the outbox shows drops beside sends.
+    will have ended, some items sold out, some points campaigns closed, and the outbox shows
+    drops beside sends.
 
     Where the demo app is no longer installed (DEMO_MARKET switched off after `migrate`
     scheduled the tick), the tick removes its own schedule instead and moves nothing.
@@ -28,9 +29,10 @@ def demo_tick() -> dict[str, int]:
         log.warning("the demo app is not installed: removed the %s schedule", TICK_SCHEDULE)
         return {"moves": 0}
     # Imported here: the models of an app that is not installed cannot be imported at all.
-    from demo.market import tick
+    from demo.market import tick, tick_campaigns
     from watches.polling.poll import poll
 
     counts = poll(source="demo", force=True).as_json()
     counts["moves"] = len(tick())
+    counts["campaigns"] = len(tick_campaigns())
     return counts

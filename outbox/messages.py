@@ -1,4 +1,6 @@
-"""What a notification says, built from the value re-fetched right before sending."""
+"""What a notification says, built from the value re-fetched right before sending: for a
+watch after points, the price after points and its breakdown ("¥1,980 − 90 pt (5×, until
+3/19 13:59) = ¥1,890, free shipping", `watches.points`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from outbox.channels.base import Message
 from outbox.models import DEDUP_ZONE, Outbox
 from watches.marketplaces.base import Observation
 from watches.models import Listing, Trigger, Watch
-from watches.triggers import Judgement
+from watches.points import Breakdown
+from watches.triggers import Judgement, members_count
 from watches.units import unit_name
 
 _TITLE_LIMIT = 60
@@ -56,7 +59,9 @@ def build_message(
 def _compose(
     row: Outbox, watch: Watch, listing: Listing, fresh: Observation, judgement: Judgement
 ) -> Message:
-    price = fresh.effective_price
+    # The price the watch compares: after the points it counted, or incl. shipping.
+    breakdown = Breakdown.of(fresh, members=members_count(watch, row.device.lyp_premium))
+    price = breakdown.net if watch.after_points else fresh.effective_price
     # The compared value is a unit price only when the watch asked for it and the pack size
     # is known (watches.triggers.compared_value).
     per_unit_value = (
@@ -97,16 +102,24 @@ def _compose(
             "unit": f"¥{per_unit_value:,.2f}",
             "label": unit_name(listing.unit_label),
         }
-    data = {}
+    data: dict = {}
     if watch.product_id:
         shop = listing.shop_name or fresh.shop_name or listing.item_code
         # The best offer now may be another shop than the one detected: say which.
-        body += " " + _("At %(shop)s: %(price)s, %(shipping)s.") % {
-            "shop": shop,
-            "price": yen(fresh.price),
-            "shipping": shipping_text(fresh.shipping),
-        }
+        if watch.after_points:
+            body += " " + _("At %(shop)s: %(breakdown)s.") % {
+                "shop": shop,
+                "breakdown": breakdown.text(),
+            }
+        else:
+            body += " " + _("At %(shop)s: %(price)s, %(shipping)s.") % {
+                "shop": shop,
+                "price": yen(fresh.price),
+                "shipping": shipping_text(fresh.shipping),
+            }
         data = {"shop": shop, "shop_url": fresh.url or listing.url}
+    elif watch.after_points:
+        body += " " + _("%(breakdown)s.") % {"breakdown": breakdown.text()}
     return Message(
         title=title,
         body=body,

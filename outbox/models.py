@@ -46,6 +46,9 @@ class Reason(models.TextChoices):
     OUT_OF_STOCK = "out_of_stock", _("Out of stock")
     ITEM_NOT_FOUND = "item_not_found", _("Item not found")
     CONDITION_LOST = "condition_lost", _("Condition no longer holds")
+    # the condition held after points and no longer does only because the shop gives fewer
+    # points now (a points campaign ended between detection and sending)
+    POINTS_ENDED = "points_ended", _("Points campaign ended")
     ALREADY_NOTIFIED = "already_notified", _("Already notified")
     # a newer detection for the same watch and channel went out instead (a backlog)
     SUPERSEDED = "superseded", _("Superseded by a newer notification")

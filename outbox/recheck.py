@@ -11,9 +11,11 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
    (`watches.services.refetch_products`),
    whichever shop that is: no shop in stock is `out_of_stock`, the best one above the line
    `condition_lost`, and a marketplace that could not answer at all an error kind as above;
-6. the trigger is judged again on the fresh value (`watches.triggers.recheck`); of two rows
-   for the same watch and channel only the newest may go out, and the message is built from
-   the fresh value.
+6. the trigger is judged again on the fresh value (`watches.triggers.recheck`), as detection
+   judged it — after points for a watch after points, the member-only points counted for a
+   device that says it is a member: a campaign that ended since detection is `points_ended`;
+   of two rows for the same watch and channel only the newest may go out, and the message is
+   built from the fresh value, with its breakdown (price, shipping, points).
 """
 
 from __future__ import annotations
@@ -150,7 +152,12 @@ def _decide(
         )
     watch = row.watch
     judgement = recheck(
-        watch, listing.units_per_pack, result, row.detected_payload, row.detected_at
+        watch,
+        listing.units_per_pack,
+        result,
+        row.detected_payload,
+        row.detected_at,
+        members=row.device.lyp_premium,
     )
     facts = {
         "fresh": result.as_json(),
@@ -181,7 +188,7 @@ def _fresh(
     answer = offers.get(watch.product_id)
     if answer is None:
         return watch.listing, _NO_ANSWER
-    best = answer.best()
+    best = answer.best(after_points=watch.after_points)
     if best is not None:
         return best
     failed = [error for error in answer.errors if error.kind != FetchKind.EMPTY]

@@ -23,16 +23,19 @@ class ObservationLike(Protocol):
     @property
     def effective_price(self) -> int | None: ...
     @property
+    def net_price(self) -> int | None: ...
+    @property
     def observed_at(self) -> dt.datetime: ...
 
 
 def record_missed(missed: Iterable[tuple[Watch, ObservationLike]]) -> int:
-    """Remember each (watch, observation) as the watch's missed detection. The time is the
-    first time it was seen at this price: an unchanged price, poll after poll, writes
-    nothing. Returns how many watches changed."""
+    """Remember each (watch, observation) as the watch's missed detection — at the price it
+    compares (after points for a watch after points). The time is the first time it was
+    seen at this price: an unchanged price, poll after poll, writes nothing. Returns how many
+    watches changed."""
     changed = 0
     for watch, observation in missed:
-        price = observation.effective_price
+        price = observation.net_price if watch.after_points else observation.effective_price
         if price is None:
             continue
         changed += (

@@ -20,6 +20,11 @@ class Source(models.TextChoices):
     YAHOO = "yahoo", _("Yahoo! Shopping")
 
 
+# The marketplaces whose answers carry points (watches.points): a new watch on one of their
+# listings judges after points by default.
+POINT_SOURCES = frozenset({Source.DEMO, Source.RAKUTEN, Source.YAHOO})
+
+
 class Trigger(models.TextChoices):
     TARGET_PRICE = "target_price", _("At or below my price")
     PRICE_DROP = "price_drop", _("Drops by a percentage")
@@ -134,6 +139,27 @@ class Listing(models.Model):
         help_text=_("Yen; 0 is free shipping, empty is unknown"),
     )
     in_stock = models.BooleanField(verbose_name=_("in stock"), null=True, blank=True)
+    # The points as last seen (1 pt = ¥1; watches.points): what everyone gets, and until
+    # when — a campaign's end, after which `points_after` is what is left —, its multiplier
+    # for words ("5倍"), and what only some members get on top (shown, counted only for a
+    # device that says it is one).
+    points = models.PositiveIntegerField(
+        verbose_name=_("points"), default=0, help_text=_("What everyone gets now, 1 pt = ¥1")
+    )
+    points_until = models.DateTimeField(
+        verbose_name=_("points until"), null=True, blank=True, help_text=_("The campaign's end")
+    )
+    points_after = models.PositiveIntegerField(
+        verbose_name=_("points after the campaign"), null=True, blank=True
+    )
+    point_rate = models.PositiveSmallIntegerField(
+        verbose_name=_("point multiplier"), null=True, blank=True
+    )
+    member_points = models.PositiveIntegerField(
+        verbose_name=_("member-only points"),
+        default=0,
+        help_text=_("On top, for premium members only (LYP premium)"),
+    )
     # Denormalised from the price history so the home page can sort "cheap right now" without
     # reading history: kept by every observation (watches.polling.observations, for polls and
     # re-fetches alike), recomputed in bulk by watches.polling.history.refresh_stats.
@@ -148,6 +174,20 @@ class Listing(models.Model):
         null=True,
         blank=True,
         help_text=_("Lowest effective price, last 90 days"),
+    )
+    # The same two after points (price + shipping − points, `net_price`): what a watch "after
+    # points and shipping" compares with.
+    typical_net = models.PositiveIntegerField(
+        verbose_name=_("typical price after points"),
+        null=True,
+        blank=True,
+        help_text=_("Median price after points, last 30 days"),
+    )
+    low_90_net = models.PositiveIntegerField(
+        verbose_name=_("90-day low after points"),
+        null=True,
+        blank=True,
+        help_text=_("Lowest price after points, last 90 days"),
     )
     # When typical_price and low_90 were last computed from the history itself. A re-fetch
     # soon after (the dispatcher's, minutes after the poll that detected a crossing) folds its
@@ -218,10 +258,45 @@ class Listing(models.Model):
     def unit_price(self) -> Decimal | None:
         return unit_price(self.effective_price, self.units_per_pack)
 
+    def points_at(self, at: dt.datetime | None = None) -> int:
+        """The points everyone gets at `at` (now): the campaign's while it holds, what is
+        left after it once it ended."""
+        return points_at(self.points, self.points_until, self.points_after, at or timezone.now())
+
+    @property
+    def points_now(self) -> int:
+        return self.points_at()
+
+    @property
+    def campaign_on(self) -> bool | None:
+        """Whether the campaign seen last is still on (None: no campaign with an end)."""
+        if self.points_until is None:
+            return None
+        return timezone.now() < self.points_until
+
+    @property
+    def net_price(self) -> int | None:
+        """Price + known shipping − the points everyone gets now (実質価格)."""
+        return net_price(self.price, self.shipping, self.points_now)
+
+    @property
+    def net_unit_price(self) -> Decimal | None:
+        return unit_price(self.net_price, self.units_per_pack)
+
     @property
     def unit_low_90(self) -> Decimal | None:
         """The 90-day low per unit, to compare with a per-unit target."""
         return unit_price(self.low_90, self.units_per_pack)
+
+    @property
+    def unit_low_90_net(self) -> Decimal | None:
+        """The 90-day low after points per unit."""
+        return unit_price(self.low_90_net, self.units_per_pack)
+
+    @property
+    def gives_points(self) -> bool:
+        """Its marketplace answers points (a watch on it counts them by default)."""
+        return self.source in POINT_SOURCES
 
     @property
     def change_vs_typical(self) -> float | None:
@@ -231,12 +306,38 @@ class Listing(models.Model):
             return None
         return round((current - self.typical_price) * 100 / self.typical_price, 1)
 
+    @property
+    def change_vs_typical_net(self) -> float | None:
+        """The same after points: the price after points against the typical one."""
+        current = self.net_price
+        if current is None or not self.typical_net:
+            return None
+        return round((current - self.typical_net) * 100 / self.typical_net, 1)
+
 
 def effective_price(price: int | None, shipping: int | None) -> int | None:
     """Price plus shipping where shipping is known: what the shopper really pays."""
     if price is None:
         return None
     return price + (shipping or 0)
+
+
+def net_price(price: int | None, shipping: int | None, points: int | None) -> int | None:
+    """Price plus shipping where known, less the points everyone gets (1 pt = ¥1): what the
+    purchase really costs once the points are counted (実質価格). Unknown shipping stays
+    unknown: it adds nothing here, and every page and message says it is unknown."""
+    total = effective_price(price, shipping)
+    if total is None:
+        return None
+    return max(total - (points or 0), 0)
+
+
+def points_at(points: int, until: dt.datetime | None, after: int | None, at: dt.datetime) -> int:
+    """The points everyone gets at `at`: `points` until the campaign's end (`until`,
+    exclusive), `after` (what is left, none when unknown) from then on."""
+    if until is None or at < until:
+        return points or 0
+    return after or 0
 
 
 def unit_price(price: int | None, units_per_pack: int | None) -> Decimal | None:
@@ -265,6 +366,11 @@ class PricePoint(models.Model):
     price = models.PositiveIntegerField(verbose_name=_("price"), null=True, blank=True)
     shipping = models.PositiveIntegerField(verbose_name=_("shipping"), null=True, blank=True)
     in_stock = models.BooleanField(verbose_name=_("in stock"))
+    # The points everyone got then (1 pt = ¥1): the history after points is price + shipping
+    # − points, and a campaign starting or ending is a change the history records. Empty on
+    # points kept before points were read (counted as none); nullable, so adding it left the
+    # largest table as it was.
+    points = models.PositiveIntegerField(verbose_name=_("points"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("price point")
@@ -281,6 +387,10 @@ class PricePoint(models.Model):
     def effective_price(self) -> int | None:
         return effective_price(self.price, self.shipping)
 
+    @property
+    def net_price(self) -> int | None:
+        return net_price(self.price, self.shipping, self.points)
+
     @classmethod
     def from_observation(cls, listing: Listing, observation) -> PricePoint:
         """The history row of a marketplace observation (watches.marketplaces.base)."""
@@ -290,6 +400,7 @@ class PricePoint(models.Model):
             price=observation.price,
             shipping=observation.shipping,
             in_stock=observation.in_stock,
+            points=observation.points,
         )
 
 
@@ -382,6 +493,10 @@ class Device(models.Model):
     quiet_start = models.TimeField(verbose_name=_("quiet hours from"), null=True, blank=True)
     quiet_end = models.TimeField(verbose_name=_("quiet hours until"), null=True, blank=True)
     time_zone = models.CharField(verbose_name=_("time zone"), max_length=64, default="Asia/Tokyo")
+    # The person says they are an LYP premium member: the points Yahoo! Shopping gives only
+    # such members count for their watches "after points" (shown to everyone, counted for
+    # nobody else). Off until they say so.
+    lyp_premium = models.BooleanField(verbose_name=_("LYP premium member"), default=False)
     # A pending "move to another browser" link: only the hash of its token, and when it stops
     # working. Null when there is none; redeeming it clears both (single use).
     transfer_token_hash = models.CharField(
@@ -526,6 +641,10 @@ class Watch(models.Model):
         verbose_name=_("drop percent"), null=True, blank=True
     )
     use_unit_price = models.BooleanField(verbose_name=_("compare unit prices"), default=False)
+    # Judge on the price after points and shipping (price + shipping − the points everyone
+    # gets, `net_price`) instead of the price incl. shipping. The pages make new watches so
+    # where the marketplace gives points; watches made before points were read keep False.
+    after_points = models.BooleanField(verbose_name=_("after points"), default=False)
     paused = models.BooleanField(verbose_name=_("paused"), default=False)
     removed_at = models.DateTimeField(verbose_name=_("removed at"), null=True, blank=True)
     # The baseline last delivered (the compared value: effective or unit price), moved only

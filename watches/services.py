@@ -109,7 +109,9 @@ def refetch_or_reuse(
     listings = list(listings)
     results: dict[int, FetchResult] = {}
     if fresh_within is not None:
-        results.update(fresh_observations(listings, now - fresh_within, as_loaded=as_loaded))
+        results.update(
+            fresh_observations(listings, now - fresh_within, as_loaded=as_loaded, now=now)
+        )
         listings = [listing for listing in listings if listing.id not in results]
     reused = set(results)
     by_source: dict[str, list[Listing]] = defaultdict(list)

@@ -1,6 +1,11 @@
 """Triggers: when is a listing worth buying now, for one watch?
 
-Each trigger is judged by two pure functions over plain values:
+Each trigger is judged by two pure functions over plain values, on the price incl. shipping —
+or, for a watch "after points" (`after_points`), on the price after points (price + shipping −
+the points everyone gets, `net_price`; a device that says it is a premium member also has the
+member-only points taken off its own target's comparison). Such a watch's history, 90-day
+low and typical price are after points too: the caller hands the matching History.
+
 - `detect` (at polling): given the new observation, the listing's history and the watch,
   should a notification be enqueued? Its snapshot is stored with the outbox row.
 - `recheck` (right before sending): given the freshly re-fetched observation and that
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
-from watches.models import Trigger, effective_price, unit_price
+from watches.models import Trigger, net_price, unit_price
 
 TYPICAL_WINDOW = dt.timedelta(days=30)
 LOW_WINDOW = dt.timedelta(days=90)
@@ -43,6 +48,9 @@ DEFAULT_DROP_PERCENT = 15
 OUT_OF_STOCK = "out_of_stock"
 CONDITION_LOST = "condition_lost"
 ALREADY_NOTIFIED = "already_notified"
+# The condition held after points at detection and does not now only because fewer points
+# are given (a campaign ended): with the points counted then, the fresh price still holds.
+POINTS_ENDED = "points_ended"
 
 _UNIT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK)
 _MICROSECOND = dt.timedelta(microseconds=1)
@@ -55,6 +63,7 @@ class WatchLike(Protocol):
     target_price: int | None
     drop_percent: int | None
     use_unit_price: bool
+    after_points: bool
     last_notified_price: Decimal | None
     last_notified_at: dt.datetime | None
     last_notified_detected_at: dt.datetime | None
@@ -71,11 +80,17 @@ class ObservationLike(Protocol):
     def shipping(self) -> int | None: ...
     @property
     def in_stock(self) -> bool | None: ...
+    @property
+    def points(self) -> int: ...
+    @property
+    def member_points(self) -> int: ...
 
 
 class Point(NamedTuple):
-    """One past observation, as triggers see it. A named tuple: a listing's history is
-    hundreds of these, built on every poll and re-fetch, and a tuple is the cheapest to build."""
+    """One past observation, as triggers see it: its price incl. shipping — or, in a history
+    after points, its price after points (`watches.polling.history.as_point`). A named tuple:
+    a listing's history is hundreds of these, built on every poll and re-fetch, and a tuple
+    is the cheapest to build."""
 
     observed_at: dt.datetime
     effective_price: int | None
@@ -193,9 +208,35 @@ class Judgement:
     reason: str = ""  # why not, when it does not hold
     value: Decimal | None = None  # the compared value (effective or unit price)
     line: Decimal | None = None  # the value at or below which it holds
+    points: int = 0  # the points taken off the price in `value` (a watch after points)
 
     def snapshot(self, extra: Mapping[str, Any]) -> dict[str, Any]:
-        return {"value": _num(self.value), "line": _num(self.line), **extra}
+        return {
+            "value": _num(self.value),
+            "line": _num(self.line),
+            "points_counted": self.points,
+            **extra,
+        }
+
+
+def counted_points(watch: WatchLike, observation: ObservationLike, members: bool = False) -> int:
+    """The points taken off the price for `watch`: none unless it judges after points; the
+    points everyone gets; and for a device that says it is a premium member (`members`), the
+    member-only points too where the line is the watcher's own (a target). A line drawn
+    from the history (typical price, 90-day low) is everyone's, and so is the value compared
+    with it."""
+    if not watch.after_points:
+        return 0
+    points = observation.points or 0
+    if members_count(watch, members):
+        points += observation.member_points or 0
+    return points
+
+
+def members_count(watch: WatchLike, members: bool) -> bool:
+    """Whether the member-only points are taken off for `watch` of a device that says it is
+    a premium member (`members`): after points, against the watcher's own target."""
+    return members and watch.after_points and watch.trigger in _UNIT_TRIGGERS
 
 
 def compared_value(
@@ -204,10 +245,12 @@ def compared_value(
     units_per_pack: int | None,
     price: int | None,
     shipping: int | None,
+    points: int = 0,
 ) -> Decimal | None:
     """The number a trigger compares: the unit price for target-style triggers when the watch
-    asks for it and the listing has units per pack, else the effective price."""
-    total = effective_price(price, shipping)
+    asks for it and the listing has units per pack, else the effective price — less
+    `points` (a watch after points: `counted_points`)."""
+    total = net_price(price, shipping, points)
     if total is None:
         return None
     if trigger in _UNIT_TRIGGERS and use_unit_price and units_per_pack:
@@ -241,30 +284,43 @@ def detect(
     units_per_pack: int | None,
     observation: ObservationLike,
     history: History,
+    *,
+    members: bool = False,
 ) -> Judgement:
     """Should `observation` (the listing's newest) enqueue a notification for `watch`?
-    `history` holds the observations before it."""
+    `history` holds the observations before it — after points for a watch after points.
+    `members`: the watch's device says it is a premium member (`counted_points`)."""
     if not observation.in_stock or observation.price is None:
         return Judgement(False, OUT_OF_STOCK)
+    points = counted_points(watch, observation, members)
     value = compared_value(
-        watch.trigger, watch.use_unit_price, units_per_pack, observation.price, observation.shipping
+        watch.trigger,
+        watch.use_unit_price,
+        units_per_pack,
+        observation.price,
+        observation.shipping,
+        points,
     )
     assert value is not None  # the price is known (above), so is any value compared with it
     line = line_for(watch, history)
+
+    def judged(holds: bool, reason: str = "") -> Judgement:
+        return Judgement(holds, reason, value, line, points)
+
     if watch.trigger == Trigger.BACK_IN_STOCK:
         if line is not None and value > line:
-            return Judgement(False, CONDITION_LOST, value, line)
+            return judged(False, CONDITION_LOST)
         # Not "out at the previous observation": a dispatcher's re-fetch may have written the
         # first in-stock point, and the poll after it must still see the comeback.
         notified = watch.last_notified_at is not None
         if not history.out_of_stock_since(watch.last_notified_at or watch.created_at):
-            return Judgement(False, ALREADY_NOTIFIED if notified else CONDITION_LOST, value, line)
-        return Judgement(True, "", value, line)
+            return judged(False, ALREADY_NOTIFIED if notified else CONDITION_LOST)
+        return judged(True)
     if line is None or value > line:
-        return Judgement(False, CONDITION_LOST, value, line)
+        return judged(False, CONDITION_LOST)
     if not _rearmed(watch, value, line, history, units_per_pack):
-        return Judgement(False, ALREADY_NOTIFIED, value, line)
-    return Judgement(True, "", value, line)
+        return judged(False, ALREADY_NOTIFIED)
+    return judged(True)
 
 
 def recheck(
@@ -273,12 +329,18 @@ def recheck(
     fresh: ObservationLike,
     snapshot: Mapping[str, Any],
     detected_at: dt.datetime,
+    *,
+    members: bool = False,
 ) -> Judgement:
-    """Does the detection still hold on the freshly re-fetched observation?"""
+    """Does the detection still hold on the freshly re-fetched observation? Judged as
+    detection judged it: after points for a watch after points. When it held then and does
+    not now only because fewer points are given — with the points the detection counted,
+    the fresh price would still hold — the reason is `points_ended`."""
     if not fresh.in_stock or fresh.price is None:
         return Judgement(False, OUT_OF_STOCK)
+    points = counted_points(watch, fresh, members)
     value = compared_value(
-        watch.trigger, watch.use_unit_price, units_per_pack, fresh.price, fresh.shipping
+        watch.trigger, watch.use_unit_price, units_per_pack, fresh.price, fresh.shipping, points
     )
     assert value is not None  # the price is known (above), so is any value compared with it
     if watch.trigger in _UNIT_TRIGGERS:
@@ -286,11 +348,24 @@ def recheck(
         line = Decimal(watch.target_price) if watch.target_price is not None else None
     else:
         line = Decimal(str(snapshot["line"])) if snapshot.get("line") is not None else None
-    if watch.trigger == Trigger.BACK_IN_STOCK:
-        if line is not None and value > line:
-            return Judgement(False, CONDITION_LOST, value, line)
-    elif line is None or value > line:
-        return Judgement(False, CONDITION_LOST, value, line)
+    lost = line is not None and value > line
+    if watch.trigger != Trigger.BACK_IN_STOCK:
+        lost = lost or line is None
+    if lost:
+        reason = CONDITION_LOST
+        then = snapshot.get("points_counted")
+        if watch.after_points and line is not None and isinstance(then, int) and then > points:
+            kept = compared_value(
+                watch.trigger,
+                watch.use_unit_price,
+                units_per_pack,
+                fresh.price,
+                fresh.shipping,
+                then,
+            )
+            if kept is not None and kept <= line:
+                reason = POINTS_ENDED
+        return Judgement(False, reason, value, line, points)
     told, last_value = watch.last_notified_detected_at, watch.last_notified_price
     # A later detection was delivered (on any channel): only a further drop is still news.
     # This detection's own row on the device's other channel, delivered first, is not one:
@@ -304,8 +379,8 @@ def recheck(
             or value >= Decimal(last_value)
         )
     ):
-        return Judgement(False, ALREADY_NOTIFIED, value, line)
-    return Judgement(True, "", value, line)
+        return Judgement(False, ALREADY_NOTIFIED, value, line, points)
+    return Judgement(True, "", value, line, points)
 
 
 def already_told(watch: WatchLike, value: Decimal | None) -> bool:

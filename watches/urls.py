@@ -29,6 +29,7 @@ urlpatterns = [
     path("settings/email", email.email_settings, name="device-email"),
     path("settings/channels", email.notify_via, name="device-notify-via"),
     path("settings/quiet", email.quiet_hours, name="device-quiet-hours"),
+    path("settings/points", device.points_settings, name="device-points"),
     path("email/confirm/<str:token>/", email.confirm, name="email-confirm"),
     path("email/unsubscribe/<str:token>/", email.unsubscribe, name="email-unsubscribe"),
     path("transfer/<str:token>/", device.transfer, name="device-transfer"),

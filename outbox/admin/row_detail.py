@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from outbox.admin.display import admin_link, full_time, json_block, pretty_json
 from outbox.digests import first_row, recorded
 from outbox.models import Outbox, OutboxEvent, Status
+from watches.points import Breakdown, as_facts
 from yasugoro.admin_mixins import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
@@ -110,20 +111,36 @@ class RowDetailMixin(_ModelAdmin):
 
     @admin.display(description=_("snapshot and attempts"))
     def attempts_side_by_side(self, row: Outbox) -> str:
-        """The detection snapshot, then what each attempt re-fetched and decided, in columns."""
-        columns = [(gettext("Detected"), row.detected_at, "", pretty_json(row.detected_payload))]
+        """The detection snapshot, then what each attempt re-fetched and decided, in columns;
+        each with the price's breakdown (price, shipping, points) it saw."""
+        payload = row.detected_payload
+        columns = [
+            (
+                gettext("Detected"),
+                row.detected_at,
+                "",
+                _breakdown(payload, payload),
+                pretty_json(payload),
+            )
+        ]
         outcomes = row.events.filter(from_status=Status.SENDING).order_by("at", "id")
         for n, event in enumerate(outcomes, start=1):
             outcome = f"→ {event.get_to_status_display()}"
             if event.reason:
                 outcome += f" · {event.get_reason_display()}"
             title = gettext("Attempt %(n)s") % {"n": n}
-            columns.append((title, event.at, outcome, pretty_json(event.data)))
+            fresh = event.data.get("fresh") if isinstance(event.data, dict) else None
+            columns.append(
+                (title, event.at, outcome, _breakdown(fresh, payload), pretty_json(event.data))
+            )
         cells = format_html_join(
             "",
-            '<div class="ob-attempt"><h4>{} <small>{}</small></h4><p>{}</p><pre class="ob-json">{}'
-            "</pre></div>",
-            ((title, full_time(at), outcome, text or "—") for title, at, outcome, text in columns),
+            '<div class="ob-attempt"><h4>{} <small>{}</small></h4><p>{}</p>'
+            '<p class="ob-breakdown">{}</p><pre class="ob-json">{}</pre></div>',
+            (
+                (title, full_time(at), outcome, words, text or "—")
+                for title, at, outcome, words, text in columns
+            ),
         )
         return format_html('<div class="ob-attempts">{}</div>', cells)
 
@@ -146,6 +163,18 @@ class RowDetailMixin(_ModelAdmin):
         )
         size = gettext("%(n)s rows") % {"n": facts.get("size", len(rows))}
         return format_html("<code>{}</code> · {}: {}", facts["id"], size, links)
+
+
+def _breakdown(facts: object, payload: object) -> str:
+    """The price's breakdown in a snapshot's or a re-fetch's facts ("¥1,980 − 90 pt (5×,
+    until 3/19 13:59) = ¥1,890, free shipping"), with what the watch compared; "—" without
+    a price."""
+    read = as_facts(facts)
+    if read is None:
+        return "—"
+    after = isinstance(payload, dict) and payload.get("after_points") is True
+    compared = gettext("judged after points") if after else gettext("judged incl. shipping")
+    return f"{Breakdown.of(read).text()} ({compared})"
 
 
 def _digest_facts(row: Outbox) -> dict | None:

@@ -20,7 +20,9 @@ from django.utils.translation import gettext_lazy as _
 from outbox.digests import recorded
 from outbox.holds import device_zone
 from outbox.models import Outbox, OutboxEvent, Reason, Status
-from watches.models import Channel, Device, effective_price
+from watches.models import Channel, Device
+from watches.points import Breakdown, Facts, as_facts
+from watches.triggers import members_count
 
 # Kinds of entry, as the page shows them (also their CSS class). MAYBE_SENT: a row that did
 # not end `sent`, but whose message may have left before its dispatcher was lost.
@@ -48,6 +50,10 @@ WITHHELD_BECAUSE: dict[str, Promise] = {
     Reason.OUT_OF_STOCK: _("The item sold out before we could tell you."),
     Reason.ITEM_NOT_FOUND: _("The shop no longer lists this item."),
     Reason.CONDITION_LOST: _("The price went back up before we could tell you."),
+    Reason.POINTS_ENDED: _(
+        "The shop's points campaign ended before we could tell you, so after points it was "
+        "no longer at your price."
+    ),
     Reason.ALREADY_NOTIFIED: _("We had already told you about this price."),
     Reason.SUPERSEDED: _("A newer notification about this item went out instead."),
     Reason.MANUAL: _("Our staff held it back."),
@@ -134,10 +140,13 @@ class Entry:
     price: Decimal | None  # the price told, for sent ones
     body: str  # what the notification said, for sent ones
     at: dt.datetime  # when it was sent, withheld or given up; when noticed, if on the way
-    # Held back: the price (incl. shipping) seen at detection, and the one the re-check
-    # found (None when it was held back before asking the shop again).
+    # Held back: the price seen at detection, and the one the re-check found (None when it
+    # was held back before asking the shop again) — incl. shipping, or after points for a
+    # watch after points, each with its breakdown (HTML; "" without points).
     detected_price: int | None = None
     checked_price: int | None = None
+    detected_breakdown: str = ""
+    checked_breakdown: str = ""
     # Sent in a digest: how many things it told (this one included); 0 when sent alone.
     digest_size: int = 0
 
@@ -165,19 +174,20 @@ def entries(rows: list[Outbox], device: Device | None = None) -> list[Entry]:
     """The page's entries for `rows` (all `device`'s); one query more for the re-checked
     prices of the held-back ones."""
     dropped = [row.pk for row in rows if row.status == Status.DROPPED]
-    checked: dict[int, int | None] = {}
+    checked: dict[int, Facts | None] = {}
     if dropped:
         events = OutboxEvent.objects.filter(
             outbox_id__in=dropped, to_status=Status.DROPPED
         ).values_list("outbox_id", "data")
         for row_id, data in events:
-            checked[row_id] = _fresh_price(data)
+            checked[row_id] = as_facts(data.get("fresh") if isinstance(data, dict) else None)
     zone = device_zone(device) if device is not None else None
     return [entry(row, checked.get(row.pk), zone) for row in rows]
 
 
-def entry(row: Outbox, checked_price: int | None = None, zone: dt.tzinfo | None = None) -> Entry:
-    """`zone`: the device's own, in which its quiet hours were set (default: the site's)."""
+def entry(row: Outbox, checked: Facts | None = None, zone: dt.tzinfo | None = None) -> Entry:
+    """`zone`: the device's own, in which its quiet hours were set (default: the site's);
+    `checked`: what the re-check found, for a held-back row."""
     status = row.status
     if status in (Status.DROPPED, Status.FAILED) and row.maybe_delivered:
         # Never "withheld" when the phone may have shown it.
@@ -195,6 +205,11 @@ def entry(row: Outbox, checked_price: int | None = None, zone: dt.tzinfo | None 
             digest_size=size if isinstance(size, int) and not isinstance(size, bool) else 0,
         )
     if status == Status.DROPPED:
+        payload = row.detected_payload if isinstance(row.detected_payload, dict) else {}
+        after_points = payload.get("after_points") is True
+        members = members_count(row.watch, row.device.lyp_premium)
+        seen = _breakdown(as_facts(payload), members)
+        again = _breakdown(checked, members)
         return Entry(
             row,
             WITHHELD,
@@ -202,8 +217,10 @@ def entry(row: Outbox, checked_price: int | None = None, zone: dt.tzinfo | None 
             None,
             "",
             row.updated_at,
-            detected_price=_detected_price(row.detected_payload),
-            checked_price=checked_price,
+            detected_price=_price_of(seen, after_points) or _whole(payload.get("effective_price")),
+            checked_price=_price_of(again, after_points),
+            detected_breakdown=_words(seen, after_points),
+            checked_breakdown=_words(again, after_points),
         )
     if status == Status.FAILED:
         return Entry(
@@ -224,30 +241,36 @@ def device_rows(device: Device | None) -> QuerySet[Outbox]:
         return Outbox.objects.none()
     return (
         Outbox.objects.filter(device=device)
-        .select_related("watch__listing")
+        .select_related("watch__listing", "device")
         .defer("detail")
         .order_by("-created_at", "-id")
     )
 
 
-def _detected_price(payload: object) -> int | None:
-    """The effective price in a detection snapshot (watches.polling.poll.snapshot)."""
-    if not isinstance(payload, dict):
+def _breakdown(facts: Facts | None, members: bool) -> Breakdown | None:
+    """The breakdown of a detection snapshot's or a re-check's facts (their prices and
+    points as `watches.points.as_facts` reads them)."""
+    return None if facts is None else Breakdown.of(facts, members=members)
+
+
+def _price_of(breakdown: Breakdown | None, after_points: bool) -> int | None:
+    """The price the watch compared: after points, or incl. shipping."""
+    if breakdown is None:
         return None
-    value = payload.get("effective_price")
+    if after_points:
+        return breakdown.net
+    return Breakdown(breakdown.price, breakdown.shipping).net
+
+
+def _whole(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _fresh_price(data: object) -> int | None:
-    """The effective price the re-check found, from a drop event's facts (`fresh` is the
-    re-fetched observation, outbox.dispatch)."""
-    fresh = data.get("fresh") if isinstance(data, dict) else None
-    if not isinstance(fresh, dict):
-        return None
-    price, shipping = fresh.get("price"), fresh.get("shipping")
-    if not isinstance(price, int) or isinstance(price, bool):
-        return None
-    return effective_price(price, shipping if isinstance(shipping, int) else None)
+def _words(breakdown: Breakdown | None, after_points: bool) -> str:
+    """The breakdown in words for a watch after points with points to count; "" else."""
+    if breakdown is None or not after_points or not (breakdown.points or breakdown.member_points):
+        return ""
+    return breakdown.html()
 
 
 def _price(value: object) -> Decimal | None:

@@ -7,6 +7,7 @@
     var trigger = form.querySelector("select[name=trigger]");
     var target = form.querySelector("input[name=target_price]");
     var perUnit = form.querySelector("input[name=use_unit_price]");
+    var afterPoints = form.querySelector("input[name=after_points]");
     var hint = form.querySelector("[data-low-hint]");
     if (!trigger) return;
 
@@ -27,8 +28,10 @@
     function checkTarget() {
       if (!target || !hint) return;
       var unit = perUnit && perUnit.checked;
-      var low = Number(unit ? form.dataset.lowUnit : form.dataset.lowPack);
-      var message = unit ? form.dataset.msgBelowUnit : form.dataset.msgBelowPack;
+      // After points, the low to compare with is the 90-day low after points.
+      var net = afterPoints && afterPoints.checked ? "Net" : "";
+      var low = Number(form.dataset[(unit ? "lowUnit" : "lowPack") + net]);
+      var message = form.dataset[(unit ? "msgBelowUnit" : "msgBelowPack") + net];
       var value = number(target.value);
       var relevant = !target.closest("[data-for]").hidden;
       var below = relevant && low > 0 && value > 0 && value < low && message;
@@ -39,6 +42,7 @@
     trigger.addEventListener("change", showFields);
     if (target) target.addEventListener("input", checkTarget);
     if (perUnit) perUnit.addEventListener("change", checkTarget);
+    if (afterPoints) afterPoints.addEventListener("change", checkTarget);
     showFields();
   });
 })();

@@ -14,7 +14,8 @@ It checks what the real service checks (docs/marketplaces.md) and answers its er
   value out of range → 400 `wrong_parameter`); at least one of `itemCode`, `shopCode`,
   `keyword`.
 
-It answers from a catalogue (`add`, `set`): items with a shop, an optional JAN code, a price,
+It answers from a catalogue (`add`, `set`, `campaign`): items with a shop, an optional JAN
+code, a price, points (`pointRate` 1 and no window unless a campaign is set, `taxFlag` 0),
 stock and an update stamp that moves on every price or stock change (`set`, `touch`), in the
 documented `formatVersion=2` shape — by `itemCode`, by `shopCode` (with
 `sort=-updateTimestamp`: most recently updated first), by `keyword` (every word in the item's
@@ -154,6 +155,12 @@ class FakeIchiba(FakeAPI):
             item.update(changes)
             if moved or changes:
                 self._touch(code)
+
+    def campaign(self, code: str, rate: object, start: object = "", end: object = "") -> None:
+        """A points campaign on an item, as the shop sets it: `pointRate` and its window
+        (`pointRateStartTime`/`EndTime`: "YYYY-MM-DD HH:MM", Japan time; "" for none). Any
+        value is answered as given, a malformed one included."""
+        self.set(code, pointRate=rate, pointRateStartTime=start, pointRateEndTime=end)
 
     def touch(self, code: str) -> None:
         """Another edit of the item (its text, its pictures): its update stamp moves."""

@@ -2,7 +2,8 @@
 
 It answers `GET /ShoppingWebService/V3/itemSearch?appid=…` in the documented JSON shape
 (`totalResultsAvailable`, `totalResultsReturned`, `firstResultsPosition`, `request`,
-`hits[]`) from a catalogue (`add`, `set`): items with a store, an optional JAN code, a price,
+`hits[]`) from a catalogue (`add`, `set`, `points`): items with a store, an optional JAN
+code, a price, a `point` object (1 % as `amount` unless set otherwise),
 stock, a review count and an update stamp that moves on every price or stock change. It finds
 by `jan_code`, by `seller_id`, by `query` (every word in the item's name or code), each
 narrowed by `in_stock` when given, in the order `sort` asks (`-score`, the default: as added;
@@ -121,6 +122,13 @@ class FakeYahoo(FakeAPI):
             item.update(changes)
             if moved:
                 self._touch(item_code)
+
+    def points(self, item_code: str, /, **figures: object) -> None:
+        """Set figures of a hit's `point` object (`lyLimitedBonusAmount=90`,
+        `lyLimitedPremiumBonusAmount=120`…), the others kept; any value is answered as given,
+        a malformed one included."""
+        with self.lock:
+            self.items[item_code]["point"] = {**self.items[item_code]["point"], **figures}
 
     def _touch(self, code: str) -> None:
         self._stamp += 1

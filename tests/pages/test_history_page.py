@@ -30,6 +30,7 @@ DROPPED_REASONS = [
     Reason.OUT_OF_STOCK,
     Reason.ITEM_NOT_FOUND,
     Reason.CONDITION_LOST,
+    Reason.POINTS_ENDED,
     Reason.SUPERSEDED,
     Reason.ALREADY_NOTIFIED,
     Reason.MANUAL,

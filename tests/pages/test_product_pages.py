@@ -98,7 +98,8 @@ def test_the_page_lists_every_offer_cheapest_first(client, product):
     page = client.get(f"/products/{product.pk}/").content.decode()
     order = [page.index(f"ストア store{n}") for n in (4, 2, 3, 1, 5)]
     assert order == sorted(order)
-    assert "from ¥505 at 5 shops" in page
+    # After points: the cheapest shop's ¥505 gives 5 pt (the fake's 1 % back).
+    assert "from ¥500 at 5 shops" in page
     assert "shipping unknown" in page and "free shipping" in page
     assert "<svg" in page or "No price history yet" in page
 
@@ -174,12 +175,12 @@ def test_a_listing_without_a_jan_says_so_and_makes_nothing(client, shops):
 def test_search_shows_a_product_once_from_its_cheapest_offer(client, product):
     page = client.get("/", {"q": "テスト商品"}).content.decode()
     assert page.count(f'href="/products/{product.pk}/"') == 1
-    assert "from ¥505 at 5 shops" in page
+    assert "from ¥500 at 5 shops" in page, "¥505 − 5 pt"
 
 
 def test_the_home_page_shows_the_offers_summary(client, product):
     page = client.get("/").content.decode()
-    assert "from ¥505 at 5 shops" in page
+    assert "from ¥500 at 5 shops" in page, "¥505 − 5 pt"
 
 
 def test_watching_a_product_is_one_watch_per_trigger(client, product):

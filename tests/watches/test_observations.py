@@ -31,8 +31,15 @@ LISTING_STATE = (
     "price",
     "shipping",
     "in_stock",
+    "points",
+    "points_until",
+    "points_after",
+    "point_rate",
+    "member_points",
     "typical_price",
     "low_90",
+    "typical_net",
+    "low_90_net",
     "last_polled_at",
     "last_error",
     "last_error_at",
@@ -374,7 +381,7 @@ def test_a_fold_keeps_statistics_another_process_wrote_while_the_marketplace_was
     Listing.objects.filter(pk=listing.pk).update(typical_price=1000, low_90=700, stats_at=polled_at)
     answer = Observation(item_code=REFETCHED, price=800, shipping=0, in_stock=True, observed_at=NOW)
     batch = observe([(listing, answer)], NOW, judging=False)
-    assert batch.folded == {listing.pk: 800}
+    assert batch.folded == {listing.pk: (800, 800)}, "incl. shipping, and after points (none)"
     batch.save()
 
     listing.refresh_from_db()

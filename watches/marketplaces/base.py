@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any, Protocol, cast
 
 from common.registry import configured_instance
-from watches.models import effective_price, unit_price
+from watches.models import effective_price, net_price, unit_price
 
 
 class FetchKind(StrEnum):
@@ -53,7 +53,13 @@ class FetchError:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What the marketplace says about one item right now."""
+    """What the marketplace says about one item right now.
+
+    Its points (1 pt = ¥1, `watches.points`): `points` is what everyone gets now — the
+    campaign's, when one holds —, `points_until` when that campaign ends (exclusive) and
+    `points_after` what is left then, `point_rate` the campaign's multiplier ("5倍"), and
+    `member_points` what only premium members get on top (LYP premium): shown, counted only
+    for a device that says it is one."""
 
     item_code: str
     price: int | None
@@ -65,10 +71,20 @@ class Observation:
     image_url: str = ""
     shop_name: str = ""
     extra: Mapping[str, object] = field(default_factory=dict)
+    points: int = 0
+    points_until: dt.datetime | None = None
+    points_after: int | None = None
+    point_rate: int | None = None
+    member_points: int = 0
 
     @property
     def effective_price(self) -> int | None:
         return effective_price(self.price, self.shipping)
+
+    @property
+    def net_price(self) -> int | None:
+        """Price + known shipping − the points everyone gets (実質価格)."""
+        return net_price(self.price, self.shipping, self.points)
 
     def unit_price(self, units_per_pack: int | None) -> Decimal | None:
         return unit_price(self.effective_price, units_per_pack)
@@ -80,6 +96,10 @@ class Observation:
             "shipping": self.shipping,
             "in_stock": self.in_stock,
             "observed_at": self.observed_at.isoformat(),
+            "points": self.points,
+            "points_until": self.points_until.isoformat() if self.points_until else None,
+            "point_rate": self.point_rate,
+            "member_points": self.member_points,
         }
 
 

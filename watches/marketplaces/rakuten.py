@@ -43,7 +43,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import requests
 from django.conf import settings
@@ -77,6 +77,7 @@ from watches.marketplaces.base import (
     unaskable,
 )
 from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, app_id_label, limiter_for
+from watches.points import MAX_RATE, holds, rakuten_points, window_end, window_time
 
 log = logging.getLogger("watches.marketplaces.rakuten")
 
@@ -421,6 +422,7 @@ def parse_item(item: Mapping[str, Any], now: dt.datetime) -> Observation:
     if not all(isinstance(url, str) for url in images):
         raise Malformed("mediumImageUrls must be a list of strings (formatVersion=2)")
     shop = optional(item, "shopCode", str) or shop_of(code) or ""
+    points = read_points(item, price, now)
     return Observation(
         item_code=code[:200],
         price=price,
@@ -433,7 +435,72 @@ def parse_item(item: Mapping[str, Any], now: dt.datetime) -> Observation:
         image_url=safe_url(images[0] if images else None),
         shop_name=(optional(item, "shopName", str) or "")[:200],
         extra={"shop": shop[:200]},
+        points=points.now,
+        points_until=points.until,
+        points_after=points.after,
+        point_rate=points.rate,
     )
+
+
+class _Points(NamedTuple):
+    now: int  # what everyone gets at the answer's moment
+    until: dt.datetime | None = None  # the campaign counted in `now` ends then (exclusive)
+    after: int | None = None  # what is left once it ended
+    rate: int | None = None  # its multiplier
+
+
+def read_points(item: Mapping[str, Any], price: int, now: dt.datetime) -> _Points:
+    """The points of one item at `now` (docs/marketplaces.md, "Points"): `pointRate` points
+    per ¥100 of the tax-excluded price (`taxFlag` 0: the price includes the tax; 1: it does
+    not) while the window `pointRateStartTime`–`pointRateEndTime` holds (Japan time, empty
+    when none; the end names its last minute); the standard 1 outside it. Raises
+    Malformed."""
+    tax_flag = optional(item, "taxFlag", int)
+    if tax_flag not in (None, 0, 1):
+        raise Malformed(f"taxFlag must be 0 or 1, got {tax_flag}")
+    said = item.get("pointRate")
+    rate = 1 if said is None else _multiplier(said)
+    if rate is None:
+        raise Malformed(
+            f"pointRate must be a multiplier from 0 to {MAX_RATE}, got {clip(repr(said), 40)}"
+        )
+    start = _window_time(item, "pointRateStartTime")
+    last = _window_time(item, "pointRateEndTime")
+    end = window_end(last) if last is not None else None
+    if start is not None and end is not None and end <= start:
+        raise Malformed("pointRateEndTime is before pointRateStartTime")
+    tax_included = tax_flag != 1
+    standard = rakuten_points(price, 1, tax_included=tax_included)
+    if rate <= 1 or not holds(start, end, now):
+        # No campaign, or one that has ended or not started: the standard points (none at
+        # a multiplier of 0).
+        return _Points(standard if rate else 0)
+    campaign = rakuten_points(price, rate, tax_included=tax_included)
+    if end is None:
+        # A multiplier without an end: it holds until an answer says otherwise.
+        return _Points(campaign, rate=rate)
+    return _Points(campaign, until=end, after=standard, rate=rate)
+
+
+def _multiplier(value: object) -> int | None:
+    """A multiplier as the API may send it — 5, 5.0 or "5" — or None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value <= MAX_RATE else None
+
+
+def _window_time(item: Mapping[str, Any], key: str) -> dt.datetime | None:
+    text = optional(item, key, str)
+    try:
+        return window_time(text or "")
+    except ValueError:
+        raise Malformed(
+            f"{key} must be 'YYYY-MM-DD HH:MM' (Japan time) or empty, got {clip(repr(text), 40)}"
+        ) from None
 
 
 def shop_of(item_code: str) -> str | None:

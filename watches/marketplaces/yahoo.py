@@ -356,6 +356,7 @@ def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
     extra: dict[str, object] = {"shop": (optional(seller, "sellerId", str) or "")[:200]}
     if jan := optional(hit, "janCode", str):
         extra["jan"] = jan
+    points, rate, member_points = read_points(optional(hit, "point", dict) or {})
     return Observation(
         item_code=code[:200],
         price=price,
@@ -367,4 +368,34 @@ def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:
         image_url=safe_url(optional(image, "medium", str)),
         shop_name=(optional(seller, "name", str) or "")[:200],
         extra=extra,
+        points=points,
+        point_rate=rate,
+        member_points=member_points,
     )
+
+
+# `point`'s figures (docs/marketplaces.md, "Points"): those every shopper gets, and those
+# only premium members (LYP premium) get. Each is a whole number of points; absent is 0.
+_EVERYONE = ("amount", "bonusAmount", "lyLimitedBonusAmount")
+_EVERYONE_TIMES = ("times", "bonusTimes", "lyLimitedBonusTimes")
+_MEMBERS = ("premiumAmount", "premiumBonusAmount", "lyLimitedPremiumBonusAmount")
+
+
+def read_points(point: Mapping[str, Any]) -> tuple[int, int | None, int]:
+    """(points everyone gets, their multiplier when above the standard, what premium members
+    get on top) of a hit's `point` object. A member's figures are taken for what such a
+    member gets in all — so on top of everyone's only what exceeds it —, the smaller of the
+    two readings the documentation leaves open. Raises Malformed."""
+    figures: dict[str, int] = {}
+    for key in (*_EVERYONE, *_EVERYONE_TIMES, *_MEMBERS):
+        try:
+            value = optional(point, key, int)
+        except Malformed as exc:
+            raise Malformed(f"point.{exc}") from None
+        if value is not None and value < 0:
+            raise Malformed(f"point.{key} must not be negative, got {value}")
+        figures[key] = value or 0
+    everyone = sum(figures[key] for key in _EVERYONE)
+    times = sum(figures[key] for key in _EVERYONE_TIMES)
+    members = sum(figures[key] for key in _MEMBERS)
+    return everyone, times if times > 1 else None, max(members - everyone, 0)

@@ -51,6 +51,9 @@ class Chart:
     width: int = WIDTH
     height: int = HEIGHT
     path: str = ""
+    # The price after points (price + shipping − points), drawn beside the price incl.
+    # shipping when points were given at some time in the window; "" otherwise.
+    net_path: str = ""
     stockouts: tuple[Band, ...] = ()
     lines: tuple[Line, ...] = ()
     yticks: tuple[Tick, ...] = ()
@@ -109,11 +112,13 @@ class Chart:
 
     @property
     def weeks_html(self) -> SafeString:
-        """The weekly table's rows."""
+        """The weekly table's rows (with the lowest price after points when the chart draws
+        that line)."""
         stock = {True: gettext("Sold out at times"), False: gettext("In stock")}
+        net = "<td>{}</td>" if self.net_path else "{}"
         return format_html_join(
             "",
-            "<tr><td>{}/{}–{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}/{}–{}/{}</td><td>{}</td>" + net + "<td>{}</td><td>{}</td></tr>",
             (
                 (
                     week["start"].month,
@@ -121,6 +126,7 @@ class Chart:
                     week["end"].month,
                     week["end"].day,
                     yen(week["low"]),
+                    yen(week["low_net"]) if self.net_path else "",
                     yen(week["high"]),
                     stock[week["stockout"]],
                 )
@@ -148,14 +154,20 @@ def price_chart(
     low: int | None = None,
     typical: int | None = None,
     target: int | Decimal | None = None,
+    net_points: Sequence[Point] = (),
 ) -> Chart:
+    """The chart of `points` (prices incl. shipping) and, when any differs from its price
+    incl. shipping, of `net_points` (the same moments after points) as a second line."""
     start = now - dt.timedelta(days=days)
     points = [p for p in points if p.observed_at >= start]
     priced = [p for p in points if p.in_stock and p.effective_price is not None]
     if not priced:
         return Chart()
-    # Every priced point has a price: said again for the type checker.
-    values = [p.effective_price for p in priced if p.effective_price is not None]
+    nets = [p for p in net_points if p.observed_at >= start]
+    if [p.effective_price for p in nets] == [p.effective_price for p in points]:
+        nets = []  # no points at any time: one line says it all
+    values = [p.effective_price for p in priced]
+    values += [p.effective_price for p in nets if p.in_stock and p.effective_price is not None]
     marks = [v for v in (low, typical, int(target) if target is not None else None) if v]
     lo: float
     hi: float
@@ -171,7 +183,39 @@ def price_chart(
     def y(value: float) -> float:
         return round(y1 - (y1 - y0) * (value - lo) / (hi - lo), 1)
 
-    # A step line: a price holds until the next observation; out of stock breaks the line.
+    path, stockouts = _step_line(points, x, y, x(now))
+    net_path = _step_line(nets, x, y, x(now))[0] if nets else ""
+
+    step = _nice_step(hi - lo)
+    first_tick = int(lo // step + 1) * step
+    yticks = tuple(Tick(y(v), f"¥{v:,}") for v in range(first_tick, int(hi) + 1, step))
+    tz = zoneinfo.ZoneInfo(settings.TIME_ZONE)
+    xticks = tuple(
+        Tick(x(at), f"{at.astimezone(tz):%-m/%-d}")
+        for at in (start + dt.timedelta(days=days * k / 4) for k in range(5))
+    )
+    lines = tuple(
+        Line(kind, int(value), y(float(value)))
+        for kind, value in (("low", low), ("typical", typical), ("target", target))
+        if value
+    )
+    last = priced[-1]
+    return Chart(
+        path=path,
+        net_path=net_path,
+        stockouts=tuple(stockouts),
+        lines=lines,
+        yticks=yticks,
+        xticks=xticks,
+        last=(x(last.observed_at), y(last.effective_price)),
+        empty=False,
+        weeks=_weekly(points, nets, start, now, tz),
+    )
+
+
+def _step_line(points: Sequence[Point], x, y, end_x: float) -> tuple[str, list[Band]]:
+    """A step line's path — a price holds until the next observation; out of stock breaks
+    the line — and the stock-outs' bands."""
     segments: list[str] = []
     previous_y: float | None = None
     stockouts: list[Band] = []
@@ -191,53 +235,38 @@ def price_chart(
         py = y(point.effective_price)
         segments.append(f"H{px}V{py}" if previous_y is not None else f"M{px},{py}")
         previous_y = py
-    end_x = x(now)
     if previous_y is not None:
         segments.append(f"H{end_x}")
     if out_since is not None:
         stockouts.append(Band(out_since, round(end_x - out_since, 1)))
-
-    step = _nice_step(hi - lo)
-    first_tick = int(lo // step + 1) * step
-    yticks = tuple(Tick(y(v), f"¥{v:,}") for v in range(first_tick, int(hi) + 1, step))
-    tz = zoneinfo.ZoneInfo(settings.TIME_ZONE)
-    xticks = tuple(
-        Tick(x(at), f"{at.astimezone(tz):%-m/%-d}")
-        for at in (start + dt.timedelta(days=days * k / 4) for k in range(5))
-    )
-    lines = tuple(
-        Line(kind, int(value), y(float(value)))
-        for kind, value in (("low", low), ("typical", typical), ("target", target))
-        if value
-    )
-    last = priced[-1]
-    last_price = values[-1]  # the last priced point's
-    return Chart(
-        path="".join(segments),
-        stockouts=tuple(stockouts),
-        lines=lines,
-        yticks=yticks,
-        xticks=xticks,
-        last=(x(last.observed_at), y(last_price)),
-        empty=False,
-        weeks=_weekly(points, start, now, tz),
-    )
+    return "".join(segments), stockouts
 
 
-def _weekly(points: Sequence[Point], start: dt.datetime, now: dt.datetime, tz) -> tuple[dict, ...]:
-    """The text alternative: per week, the lowest and highest price and any stock-out."""
+def _weekly(
+    points: Sequence[Point], nets: Sequence[Point], start: dt.datetime, now: dt.datetime, tz
+) -> tuple[dict, ...]:
+    """The text alternative: per week, the lowest and highest price, the lowest after
+    points, and any stock-out."""
     weeks = []
     week_start = start
     while week_start < now:
         week_end = min(week_start + dt.timedelta(days=7), now)
         inside = [p for p in points if week_start <= p.observed_at < week_end]
         prices = [p.effective_price for p in inside if p.in_stock and p.effective_price is not None]
+        net = [
+            p.effective_price
+            for p in nets
+            if week_start <= p.observed_at < week_end
+            and p.in_stock
+            and p.effective_price is not None
+        ]
         if inside:
             weeks.append(
                 {
                     "start": week_start.astimezone(tz).date(),
                     "end": (week_end - dt.timedelta(seconds=1)).astimezone(tz).date(),
                     "low": min(prices) if prices else None,
+                    "low_net": min(net) if net else None,
                     "high": max(prices) if prices else None,
                     "stockout": any(not p.in_stock for p in inside),
                 }

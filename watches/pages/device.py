@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from watches import devices, throttle
 from watches.models import Device, NotifyVia, Watch
-from watches.pages.forms import EmailAddressForm, NotifyViaForm, QuietHoursForm
+from watches.pages.forms import EmailAddressForm, NotifyViaForm, PointsForm, QuietHoursForm
 from watches.subscriptions import (
     InvalidSubscription,
     check_declared_size,
@@ -101,6 +101,20 @@ def delete_data(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+def points_settings(request: HttpRequest) -> HttpResponse:
+    """Whether the member-only points count for this device (off until it says so). A
+    checkbox cannot be invalid: unticked is off."""
+    form = PointsForm(request.POST)
+    form.is_valid()
+    device = devices.get_or_create_device(request)
+    Device.objects.filter(pk=device.pk).update(
+        lyp_premium=bool(form.cleaned_data.get("lyp_premium"))
+    )
+    messages.success(request, _("Saved."))
+    return redirect(reverse("device-settings") + "#points-h")
+
+
+@require_POST
 def set_language(request: HttpRequest) -> HttpResponse:
     """Django's language switch, and the device follows: its notifications are written in
     the language it last chose on the pages."""
@@ -121,6 +135,9 @@ def render_settings(
     extra.setdefault(
         "via_form",
         NotifyViaForm(initial={"notify_via": device.notify_via if device else NotifyVia.PUSH}),
+    )
+    extra.setdefault(
+        "points_form", PointsForm(initial={"lyp_premium": bool(device and device.lyp_premium)})
     )
     extra.setdefault(
         "quiet_form",

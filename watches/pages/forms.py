@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from watches import units
 from watches.intake import MAX_INPUT, IntakeError, ItemRef, parse_item_ref
-from watches.models import Listing, NotifyVia, Trigger
+from watches.models import POINT_SOURCES, Listing, NotifyVia, Trigger
 from watches.pages.watchlist import WatchParams
 from watches.products.intake import parse_jan
 from watches.triggers import DEFAULT_DROP_PERCENT
@@ -82,10 +82,29 @@ class WatchForm(forms.Form):
         help_text=_("1 to 90 % below its typical price of the last 30 days."),
     )
     use_unit_price = forms.BooleanField(required=False)
+    after_points = forms.BooleanField(
+        label=_("Count the points (price after points and shipping)"),
+        required=False,
+        help_text=_(
+            "We compare the price + shipping − the points every shopper gets now, as "
+            "shoppers compare offers. Unticked: the price incl. shipping."
+        ),
+    )
 
-    def __init__(self, *args, listing: Listing, **kwargs) -> None:
+    def __init__(self, *args, listing: Listing, gives_points: bool | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.listing = listing
+        if gives_points is None:
+            gives_points = getattr(listing, "source", "") in POINT_SOURCES
+        if gives_points:
+            # New watches judge after points where the marketplace gives points.
+            self.fields["after_points"].initial = True
+            self.fields["target_price"].help_text = _(
+                "We tell you when the price is at or below it: after points and shipping "
+                "when you count the points."
+            )
+        else:
+            del self.fields["after_points"]
         if listing.units_per_pack:
             unit = units.unit_name(listing.unit_label)
             self.fields["use_unit_price"].label = _("My price is per %(unit)s") % {"unit": unit}
@@ -141,6 +160,7 @@ class WatchForm(forms.Form):
             target_price=data.get("target_price"),
             drop_percent=data.get("drop_percent"),
             use_unit_price=bool(data.get("use_unit_price")),
+            after_points=bool(data.get("after_points")),
         )
 
     @classmethod
@@ -151,6 +171,7 @@ class WatchForm(forms.Form):
             "target_price": watch.target_price if watch.target_price is not None else "",
             "drop_percent": watch.drop_percent or DEFAULT_DROP_PERCENT,
             "use_unit_price": watch.use_unit_price,
+            "after_points": watch.after_points,
         }
 
 
@@ -285,13 +306,29 @@ class QuietHoursForm(forms.Form):
         return data
 
 
+class PointsForm(forms.Form):
+    """Which member-only points count for this device's watches after points."""
+
+    lyp_premium = forms.BooleanField(
+        label=_("I am an LYP premium member"),
+        required=False,
+        help_text=_(
+            "Yahoo! Shopping gives LYP premium members extra points. We always show them; "
+            "ticked, we also take them off the price your own targets compare."
+        ),
+    )
+
+
 class ProductWatchForm(WatchForm):
     """A watch on every shop's offer of a product: the triggers that make sense across shops
     ("any shop at or below", "the cheapest N % below typical", "back in stock anywhere").
     `product` gives the pack size (units per pack, unit label) as a listing does."""
 
     def __init__(self, *args, product, **kwargs) -> None:
-        super().__init__(*args, listing=product, **kwargs)
+        sources = set(product.offers.values_list("source", flat=True)) if product.pk else set()
+        super().__init__(
+            *args, listing=product, gives_points=bool(sources & POINT_SOURCES), **kwargs
+        )
         trigger = self.fields["trigger"]
         assert isinstance(trigger, forms.ChoiceField)  # as WatchForm declares it
         trigger.choices = [
@@ -302,6 +339,11 @@ class ProductWatchForm(WatchForm):
         self.fields["target_price"].help_text = _(
             "We tell you when any shop's price incl. shipping is at or below it."
         )
+        if "after_points" in self.fields:
+            self.fields["target_price"].help_text = _(
+                "We tell you when any shop's price is at or below it (after points and "
+                "shipping when you count the points)."
+            )
 
 
 class AddByJanForm(forms.Form):

@@ -50,6 +50,13 @@ OFFER_FIELDS = (
     "in_stock",
     "units_per_pack",
     "unit_label",
+    "points",
+    "points_until",
+    "points_after",
+    "point_rate",
+    "member_points",
+    # Whether its points campaign is still on: the breakdown says "until 3/19 13:59", then not.
+    "campaign_on",
 )
 # Put where a time of a check goes (`%d`: the offer's id, 0 the product's).
 CHECKED_PLACEHOLDER = "checked-at-placeholder-%d"
@@ -59,17 +66,24 @@ _INTAKE_STATUS = {"not_found": 404, "unreachable": 503, "no_source": 503, "no_ja
 
 @dataclass(frozen=True)
 class ProductFacts:
-    """What the chart and the watch form read of a product, as they read a listing's."""
+    """What the chart and the watch form read of a product, as they read a listing's: its
+    cheapest offer's 90-day low and typical price, incl. shipping and after points."""
 
     name: str
     units_per_pack: int | None
     unit_label: str
     low_90: int | None
     typical_price: int | None
+    low_90_net: int | None = None
+    typical_net: int | None = None
 
     @property
     def unit_low_90(self) -> Decimal | None:
         return unit_price(self.low_90, self.units_per_pack)
+
+    @property
+    def unit_low_90_net(self) -> Decimal | None:
+        return unit_price(self.low_90_net, self.units_per_pack)
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -201,6 +215,8 @@ class ProductHistory:
     typical: int | None
     low: int | None
     chart_html: str
+    typical_net: int | None = None
+    low_net: int | None = None
 
 
 def _history(product: Product, offers: list[Listing], now: dt.datetime) -> ProductHistory:
@@ -208,19 +224,31 @@ def _history(product: Product, offers: list[Listing], now: dt.datetime) -> Produ
     newest point, which moves only when a point is added (most polls add none)."""
 
     def compute() -> ProductHistory:
-        points = product_points([product.pk], now - LOW_WINDOW)[product.pk]
+        since = now - LOW_WINDOW
+        points = product_points([product.pk], since)[product.pk]
+        nets = product_points([product.pk], since, after_points=True)[product.pk]
         typical, low = listing_stats(points, now)
-        facts = _facts(product, typical, low)
-        chart = price_chart(points, now=now, low=low, typical=typical)
-        html = render_to_string("watches/_price_chart.html", {"listing": facts, "chart": chart})
-        return ProductHistory(typical, low, html)
+        typical_net, low_net = listing_stats(nets, now)
+        history = ProductHistory(typical, low, "", typical_net, low_net)
+        chart = price_chart(points, now=now, low=low, typical=typical, net_points=nets)
+        context = {"listing": _facts(product, history), "chart": chart}
+        html = render_to_string("watches/_price_chart.html", context)
+        return ProductHistory(typical, low, html, typical_net, low_net)
 
     marks = tuple((offer.pk, offer.newest_point_at) for offer in offers)
     return pagecache.value("product-history", (product.pk, marks), compute, pagecache.PURE)
 
 
-def _facts(product: Product, typical: int | None, low: int | None) -> ProductFacts:
-    return ProductFacts(product.name, product.units_per_pack, product.unit_label, low, typical)
+def _facts(product: Product, history: ProductHistory) -> ProductFacts:
+    return ProductFacts(
+        product.name,
+        product.units_per_pack,
+        product.unit_label,
+        history.low,
+        history.typical,
+        history.low_net,
+        history.typical_net,
+    )
 
 
 def _product_fields(product: Product) -> tuple:
@@ -244,16 +272,22 @@ def _product_html(
     """The product page; `main` in place of its main column (prices, offers, chart) when
     given."""
     history = history or _history(product, offers, now)
-    facts = _facts(product, history.typical, history.low)
+    facts = _facts(product, history)
     if main is None:
         main = _product_main(product, offers, history)
     if form.is_bound:
         watch_form = _watch_form(facts, form, csrf_token)
     else:
-        # The empty form shows only the 90-day low and the pack size (and the language).
+        # The empty form shows only the 90-day lows and the pack size (and the language).
         watch_form = pagecache.fragment(
             "product-watch-form",
-            (history.low, product.units_per_pack, product.unit_label),
+            (
+                history.low,
+                history.low_net,
+                product.units_per_pack,
+                product.unit_label,
+                "after_points" in form.fields,  # a shop that gives points offers it
+            ),
             lambda: _watch_form(facts, form, CSRF_PLACEHOLDER),
             pagecache.PURE,
         ).replace(CSRF_PLACEHOLDER, csrf_token)
@@ -262,7 +296,7 @@ def _product_html(
         {
             "nav": "listing",
             "product": product,
-            "main_html": main,
+            "main_html": mark_safe(main),  # noqa: S308 (our own rendered template)
             "watch_form_html": mark_safe(watch_form),  # noqa: S308 (our own rendered template)
             "form": form,
             "mine": watchlist.rows_for(mine, device, now),

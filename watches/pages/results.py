@@ -1,7 +1,8 @@
 """The rows of a list of things to buy ("Cheap right now", a search, all listings): a listing
 on its own, or a product once — named as the product, linked to its page, and priced by its
-cheapest offer in stock (the "from" price: price plus shipping where known, ranked as
-`watches.products.offers.rank` ranks offers) with that offer's per-unit price."""
+cheapest offer in stock (the "from" price: price plus shipping where known, less the points
+everyone gets now, ranked as `watches.products.offers.rank` ranks offers) with that offer's
+per-unit price."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Row:
     @property
     def change_vs_typical(self) -> float | None:
         """Percent of the price shown above (+) or below (−) the typical price."""
-        current = self.offer.effective_price
+        current = self.offer.net_price
         if current is None or not self.typical:
             return None
         return round((current - self.typical) * 100 / self.typical, 1)
@@ -49,7 +50,7 @@ def rows(*groups: Iterable[Listing | Product]) -> list[list[Row]]:
 
 def _row(item: Listing | Product, offers: dict[int, list[Listing]]) -> Row | None:
     if isinstance(item, Listing) and not item.product_id:
-        return Row(item, item, typical=item.typical_price)
+        return Row(item, item, typical=item.typical_net or item.typical_price)
     product_id = item.pk if isinstance(item, Product) else item.product_id
     tracked = offers.get(product_id, [])
     if not tracked:

@@ -24,7 +24,7 @@ from watches.pages import pagecache, results, watchlist
 from watches.pages.charts import price_chart
 from watches.pages.forms import AddByJanForm, AddByLinkForm, WatchForm
 from watches.pages.pagecache import CSRF_PLACEHOLDER
-from watches.polling.history import load_points, newest_point_at
+from watches.polling.history import load_both, newest_point_at
 from watches.products import intake as product_intake
 from watches.products.jan import is_jan, typed_jan
 from watches.search import near
@@ -42,6 +42,12 @@ FACTS_ONLY = frozenset(
         "shipping",
         "in_stock",
         "typical_price",
+        "typical_net",
+        "points",
+        "points_until",
+        "points_after",
+        "point_rate",
+        "member_points",
         "last_polled_at",
         "last_error",
         "last_error_at",
@@ -58,7 +64,16 @@ FACT_FIELDS = (
     "unit_label",
     "low_90",
     "typical_price",
+    "low_90_net",
+    "typical_net",
+    "points",
+    "points_until",
+    "points_after",
+    "point_rate",
+    "member_points",
     "url",
+    # Whether its points campaign is still on: the facts say "until 3/19 13:59", then not.
+    "campaign_on",
 )
 # The home page's query parameters when browsing (a search, `q`, is rendered every time).
 BROWSE_PARAMS = ("category", "page")
@@ -336,7 +351,13 @@ def _listing_html(
         # under them, shared by every listing alike and never stale.
         watch_form = pagecache.fragment(
             "watch-form",
-            (listing.low_90, listing.units_per_pack, listing.unit_label),
+            (
+                listing.low_90,
+                listing.low_90_net,
+                listing.units_per_pack,
+                listing.unit_label,
+                listing.gives_points,
+            ),
             lambda: _watch_form(listing, form, CSRF_PLACEHOLDER),
             pagecache.PURE,
         ).replace(CSRF_PLACEHOLDER, csrf_token)
@@ -398,9 +419,14 @@ def _listing_main(listing: Listing, now, target=None) -> str:
 
 
 def _chart_html(listing: Listing, now: dt.datetime, target=None) -> SafeString:
-    points = load_points([listing.pk], now - LOW_WINDOW).get(listing.pk, [])
+    totals, nets = load_both([listing.pk], now - LOW_WINDOW)
     chart = price_chart(
-        points, now=now, low=listing.low_90, typical=listing.typical_price, target=target
+        totals.get(listing.pk, []),
+        now=now,
+        low=listing.low_90,
+        typical=listing.typical_price,
+        target=target,
+        net_points=nets.get(listing.pk, []),
     )
     return render_to_string("watches/_price_chart.html", {"listing": listing, "chart": chart})
 

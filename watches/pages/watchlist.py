@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 
 from watches import units
 from watches.models import Device, Listing, PricePoint, Product, Trigger, Watch, unit_price
+from watches.points import Breakdown
 from watches.templatetags.yasugoro import when
 from watches.triggers import (
     DEFAULT_DROP_PERCENT,
@@ -27,6 +28,7 @@ from watches.triggers import (
     already_told,
     compared_value,
     line_for,
+    members_count,
 )
 
 _UNIT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.BACK_IN_STOCK)
@@ -40,6 +42,9 @@ class WatchParams:
     target_price: int | None = None
     drop_percent: int | None = None
     use_unit_price: bool = False
+    # Judge on the price after points and shipping (the form's default where the
+    # marketplace gives points), else on the price incl. shipping.
+    after_points: bool = False
 
 
 def save_watch(
@@ -67,6 +72,7 @@ def save_watch(
             target_price=params.target_price,
             drop_percent=params.drop_percent,
             use_unit_price=params.use_unit_price and bool((product or listing).units_per_pack),
+            after_points=params.after_points,
         )
     return watch, True
 
@@ -76,15 +82,28 @@ def update_watch(watch: Watch, params: WatchParams) -> Watch:
 
     The delivered baseline (`last_notified_*`) is kept when only the number changes: having
     been told ¥980 yesterday, a new target of ¥1,000 must not repeat ¥980 today. It is
-    cleared when what is compared changes (another trigger, or per unit instead of per pack):
-    the old baseline is then a number of a different kind."""
+    cleared when what is compared changes (another trigger, per unit instead of per pack,
+    after points instead of incl. shipping): the old baseline is then a number of a
+    different kind."""
     use_unit = params.use_unit_price and bool((watch.product or watch.listing).units_per_pack)
-    compares_differently = watch.trigger != params.trigger or watch.use_unit_price != use_unit
+    compares_differently = (
+        watch.trigger != params.trigger
+        or watch.use_unit_price != use_unit
+        or watch.after_points != params.after_points
+    )
     watch.trigger = params.trigger
     watch.target_price = params.target_price
     watch.drop_percent = params.drop_percent
     watch.use_unit_price = use_unit
-    fields = ["trigger", "target_price", "drop_percent", "use_unit_price", "updated_at"]
+    watch.after_points = params.after_points
+    fields = [
+        "trigger",
+        "target_price",
+        "drop_percent",
+        "use_unit_price",
+        "after_points",
+        "updated_at",
+    ]
     if compares_differently:
         watch.last_notified_price = None
         watch.last_notified_at = None
@@ -173,10 +192,12 @@ class Standing:
     # to draw one), "out_of_stock", "in_stock" (back in stock: waits for a sell-out first),
     # "unknown" (no price yet)
     state: str
-    value: Decimal | None  # the compared value now (effective or unit price)
+    value: Decimal | None  # the compared value now (effective or unit price; after points)
     line: Decimal | None  # at or below this it fires
     per_unit: bool
     told: bool = False  # a notification was already delivered at this value or lower
+    # The price's breakdown (HTML) for a watch after points with points ("" else).
+    breakdown: str = ""
 
     @property
     def gap(self) -> Decimal | None:
@@ -187,22 +208,34 @@ class Standing:
 
 def standing(watch: Watch, first_seen: dt.datetime | None, now: dt.datetime) -> Standing:
     """The watch against its line, from the listing's stored stats (typical price, 90-day
-    low) rather than its history: My watches shows many at once. The dispatcher judges the
-    exact line from the full history when it matters."""
+    low — after points for a watch after points) rather than its history: My watches shows
+    many at once. The dispatcher judges the exact line from the full history when it
+    matters."""
     listing = watch.listing
     uses_unit = (
         watch.use_unit_price and bool(listing.units_per_pack) and watch.trigger in _UNIT_TRIGGERS
     )
     start = max(first_seen, now - LOW_WINDOW) if first_seen else now
+    typical, low = (
+        (listing.typical_net, listing.low_90_net)
+        if watch.after_points
+        else (listing.typical_price, listing.low_90)
+    )
     history = History(
-        typical=Decimal(listing.typical_price) if listing.typical_price else None,
-        low_90=listing.low_90,
+        typical=Decimal(typical) if typical else None,
+        low_90=low,
         span=now - start,
         previous_in_stock=None,
     )
     line = line_for(watch, history)
+    breakdown = _breakdown_now(watch, listing, now)
     value = compared_value(
-        watch.trigger, watch.use_unit_price, listing.units_per_pack, listing.price, listing.shipping
+        watch.trigger,
+        watch.use_unit_price,
+        listing.units_per_pack,
+        listing.price,
+        listing.shipping,
+        breakdown.counted if watch.after_points else 0,
     )
     if listing.in_stock is False:
         state = "out_of_stock"
@@ -216,7 +249,24 @@ def standing(watch: Watch, first_seen: dt.datetime | None, now: dt.datetime) -> 
         state = "met" if value <= line else "waiting"
     if line is not None and watch.trigger == Trigger.PRICE_DROP:
         line = line.quantize(Decimal("1"))
-    return Standing(state, value, line, uses_unit, already_told(watch, value))
+    words = breakdown.html() if watch.after_points and breakdown.points else ""
+    return Standing(state, value, line, uses_unit, already_told(watch, value), words)
+
+
+def _breakdown_now(watch: Watch, listing: Listing, now: dt.datetime) -> Breakdown:
+    """The listing's price as last seen, with the points everyone gets at `now` (its
+    campaign may have ended since), the member-only points counted where they count for
+    the watch's device."""
+    on = listing.points_until is not None and now < listing.points_until
+    return Breakdown(
+        price=listing.price,
+        shipping=listing.shipping,
+        points=listing.points_at(now),
+        rate=listing.point_rate if on else None,
+        until=listing.points_until if on else None,
+        member_points=listing.member_points,
+        members=members_count(watch, watch.device.lyp_premium),
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +277,13 @@ class WatchRow:
     advice: str
     # The end of the device's quiet hours when it is inside them now ("08:00"), else "".
     held_until: str = ""
+
+    @property
+    def compares(self) -> str:
+        """What the watch compares, in words."""
+        if self.watch.after_points:
+            return _("after points and shipping")
+        return _("price incl. shipping")
 
 
 def live_watches(device: Device | None) -> QuerySet[Watch]:
@@ -269,6 +326,9 @@ def rows_for(
     now = now or timezone.now()
     reaches = can_notify(device)
     held = held_until(device, now) if reaches else ""
+    for watch in watches:
+        if device is not None and watch.device_id == device.pk:
+            watch.device = device  # at hand: no query per watch
     return [
         WatchRow(
             watch=watch,
@@ -290,7 +350,7 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str
         return ""
     use_unit = watch.use_unit_price and bool(listing.units_per_pack)
     target = Decimal(watch.target_price)
-    low = listing.low_90
+    low = listing.low_90_net if watch.after_points else listing.low_90
     low_value = unit_price(low, listing.units_per_pack) if use_unit else low
     now_value = compared_value(
         watch.trigger,
@@ -298,6 +358,7 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str
         listing.units_per_pack,
         listing.price,
         listing.shipping,
+        _breakdown_now(watch, listing, timezone.now()).counted if watch.after_points else 0,
     )
 
     def shown(value: Decimal | int | None) -> str:

@@ -12,17 +12,18 @@ from django.utils import timezone
 
 from common.bulk import update_by_id
 from common.lookups import one_of
-from watches.models import Listing, PricePoint, effective_price
+from watches.models import Listing, PricePoint, effective_price, net_price
 from watches.pages import pagecache
 from watches.triggers import LOW_WINDOW, Point, summary
 
-PointRow = tuple[int, dt.datetime, int | None, int | None, bool]
-POINT_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock")
+# (listing id, observed_at, price, shipping, in_stock, points: None before points were read)
+PointRow = tuple[int, dt.datetime, int | None, int | None, bool, int | None]
+POINT_COLUMNS = ("listing_id", "observed_at", "price", "shipping", "in_stock", "points")
 
 
 def point_rows(listing_ids: Iterable[int], since: dt.datetime) -> Iterator[PointRow]:
-    """(listing id, observed_at, price, shipping, in_stock) of every point of these listings
-    observed since `since`, by listing then time, in one query."""
+    """(listing id, observed_at, price, shipping, in_stock, points) of every point of these
+    listings observed since `since`, by listing then time, in one query."""
     ids = list(listing_ids)
     if not ids:
         return
@@ -60,12 +61,35 @@ def newest_point_at(listing_id: int) -> dt.datetime | None:
     return newest["at"]
 
 
-def load_points(listing_ids: Iterable[int], since: dt.datetime) -> dict[int, list[Point]]:
-    """Every listing's observations since `since`, in one query, oldest first."""
+def load_points(
+    listing_ids: Iterable[int], since: dt.datetime, *, after_points: bool = False
+) -> dict[int, list[Point]]:
+    """Every listing's observations since `since`, in one query, oldest first: each at its
+    price incl. shipping, or `after_points` at its price after points (`net_price`)."""
     points: dict[int, list[Point]] = defaultdict(list)
-    for listing_id, observed_at, price, shipping, in_stock in point_rows(listing_ids, since):
-        points[listing_id].append(Point(observed_at, effective_price(price, shipping), in_stock))
+    for row in point_rows(listing_ids, since):
+        points[row[0]].append(as_point(row, after_points=after_points))
     return points
+
+
+def load_both(
+    listing_ids: Iterable[int], since: dt.datetime
+) -> tuple[dict[int, list[Point]], dict[int, list[Point]]]:
+    """`load_points` both ways (incl. shipping; after points) from one query."""
+    totals: dict[int, list[Point]] = defaultdict(list)
+    nets: dict[int, list[Point]] = defaultdict(list)
+    for row in point_rows(listing_ids, since):
+        totals[row[0]].append(as_point(row))
+        nets[row[0]].append(as_point(row, after_points=True))
+    return totals, nets
+
+
+def as_point(row: PointRow, *, after_points: bool = False) -> Point:
+    """A history row as triggers and charts see it: its price incl. shipping, or after
+    points."""
+    _, observed_at, price, shipping, in_stock, points = row
+    value = net_price(price, shipping, points) if after_points else effective_price(price, shipping)
+    return Point(observed_at, value, in_stock)
 
 
 def listing_stats(ordered: Sequence[Point], now: dt.datetime) -> tuple[int | None, int | None]:
@@ -76,14 +100,25 @@ def listing_stats(ordered: Sequence[Point], now: dt.datetime) -> tuple[int | Non
 
 
 def refresh_stats(listing_ids: Iterable[int], now: dt.datetime | None = None) -> int:
-    """Recompute each listing's typical price and 90-day low from its history."""
+    """Recompute each listing's typical price and 90-day low from its history, incl.
+    shipping and after points."""
     now = now or timezone.now()
     ids = list(listing_ids)
-    points = load_points(ids, now - LOW_WINDOW)
+    totals, nets = load_both(ids, now - LOW_WINDOW)
     updated = update_by_id(
         Listing,
-        ("typical_price", "low_90", "stats_at"),
-        ((pk, (*listing_stats(points.get(pk, ()), now), now)) for pk in ids),
+        ("typical_price", "low_90", "typical_net", "low_90_net", "stats_at"),
+        (
+            (
+                pk,
+                (
+                    *listing_stats(totals.get(pk, ()), now),
+                    *listing_stats(nets.get(pk, ()), now),
+                    now,
+                ),
+            )
+            for pk in ids
+        ),
     )
     # Their pages show both (and the home page sorts by them).
     transaction.on_commit(lambda: pagecache.listings_changed(ids))

@@ -7,13 +7,16 @@ writes it in bulk:
 
 - an answer with a price and stock is an observation; `empty` (listed, no offer) is one too:
   out of stock, at the last known price; any other error kind is no observation at all;
-- an observation becomes a PricePoint unless nothing changed (price, shipping, stock) since the
-  listing's last point and that point is younger than POLL_HISTORY_MIN_MINUTES;
+- an observation becomes a PricePoint unless nothing changed (price, shipping, stock, the
+  points everyone gets) since the listing's last point and that point is younger than
+  POLL_HISTORY_MIN_MINUTES — so a points campaign starting or ending is a change the history
+  records;
 - the listing keeps the observation as its last-seen state (`price`, `shipping`, `in_stock`,
-  `last_polled_at`, `last_error` cleared), fills descriptive fields still empty (name, shop,
-  links), and gets `typical_price` and `low_90` recomputed from its history with this
-  observation in it (`stats_at` says when) — or, for a re-fetch within `STATS_KEPT` of the
-  last computation, the observation folded into them (see `observe`);
+  its points, `last_polled_at`, `last_error` cleared), fills descriptive fields still empty
+  (name, shop, links), and gets `typical_price` and `low_90` — and the same after points,
+  `typical_net` and `low_90_net` — recomputed from its history with this observation in it
+  (`stats_at` says when) — or, for a re-fetch within `STATS_KEPT` of the last computation,
+  the observation folded into them (see `observe`);
 - an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
   (`last_polled_at`), so a failing listing waits its turn like the others;
 - once saved, the cached pages that show prices, and those listings' own pages, are stale
@@ -37,7 +40,7 @@ from typing import Any, NamedTuple, TypeVar
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Min, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from common.bulk import update_by_id
@@ -54,9 +57,9 @@ from watches.marketplaces.base import (
     Shape,
     get_marketplace,
 )
-from watches.models import FeedCheck, Listing, PricePoint, effective_price
+from watches.models import FeedCheck, Listing, PricePoint
 from watches.pages import pagecache
-from watches.polling.history import PointRow, latest_points, listing_stats, point_rows
+from watches.polling.history import PointRow, as_point, latest_points, listing_stats, point_rows
 from watches.triggers import LOW_WINDOW, TYPICAL_WINDOW, Point
 
 log = logging.getLogger("watches.polling.observations")
@@ -65,8 +68,9 @@ NO_ANSWER = "the marketplace did not answer for this item"
 _ERROR_LIMIT = max_length(Listing, "last_error")
 _DETAIL_LIMIT = 150
 _DESCRIPTIVE = ("name", "shop_name", "url", "image_url")
-_OBSERVED = ("price", "shipping", "in_stock", "last_polled_at", "last_error", "seen_via")
-_STATS = ("typical_price", "low_90", "stats_at")
+_POINTS = ("points", "points_until", "points_after", "point_rate", "member_points")
+_OBSERVED = ("price", "shipping", "in_stock", *_POINTS, "last_polled_at", "last_error", "seen_via")
+_STATS = ("typical_price", "low_90", "typical_net", "low_90_net", "stats_at")
 # How long statistics computed from the history serve a re-fetch that folds its observation
 # into them (`observe(…, judging=False)`). An hour moves the ends of a 30-day typical price and
 # a 90-day low by well under a percent of their windows; polling recomputes them anyway.
@@ -77,7 +81,8 @@ CONFIRM_WITHIN = dt.timedelta(minutes=10)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
 
 
-# One past point as `_recent` reads it: (listing id, observed_at, price, shipping, in_stock).
+# One past point as `_recent` reads it: (listing id, observed_at, price, shipping, in_stock,
+# points).
 _Past = PointRow
 
 
@@ -88,6 +93,7 @@ class Seen(NamedTuple):
     result: FetchResult  # what the marketplace said
     observation: Observation | None  # what it tells of price and stock; None for an error
     past: Sequence[Point] = ()  # the listing's history before this observation
+    past_net: Sequence[Point] = ()  # the same, each point after points (`net_price`)
 
 
 @dataclass
@@ -101,9 +107,9 @@ class Observations:
     failed: list[Listing] = field(default_factory=list)
     described: list[Listing] = field(default_factory=list)
     # Listings whose answer was folded into their statistics: id -> the answer's in-stock
-    # effective price (None when out of stock or without one), which `save` lowers the
-    # stored 90-day low to.
-    folded: dict[int, int | None] = field(default_factory=dict)
+    # effective price and price after points (None when out of stock or without one), which
+    # `save` lowers the stored 90-day lows to.
+    folded: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
     # Every observation, each written as a point unless its listing's latest point before
     # it says the same and is younger than POLL_HISTORY_MIN_MINUTES: decided in `save`, on
     # the history as it is under the listings' locks (`_still_worth_writing`) — a point
@@ -139,10 +145,13 @@ class Observations:
             # and `stats_at` are theirs, untouched.
             update_by_id(
                 Listing,
-                (*_OBSERVED, "low_90"),
-                ((listing.id, [*observed(listing), self.folded[listing.id]]) for listing in folded),
+                (*_OBSERVED, "low_90", "low_90_net"),
+                (
+                    (listing.id, [*observed(listing), *self.folded[listing.id]])
+                    for listing in folded
+                ),
                 locked=True,
-                lowering=("low_90",),
+                lowering=("low_90", "low_90_net"),
                 unless_later="last_polled_at",
             )
             _update(self.failed, _FAILED, unless_later="last_polled_at")
@@ -256,13 +265,19 @@ def ask(
 
 
 def fresh_observations(
-    listings: Sequence[Listing], since: dt.datetime, *, as_loaded: bool = False
+    listings: Sequence[Listing],
+    since: dt.datetime,
+    *,
+    as_loaded: bool = False,
+    now: dt.datetime | None = None,
 ) -> dict[int, Observation]:
     """The last-seen state of those `listings` last observed (not failed) at or after
     `since`, read fresh in one query, as the Observations they were; the listings are given
     that state in memory too. With `as_loaded`, the caller read the listings from the
     database a moment ago (the dispatcher, in the same batch): their state is taken as it is,
-    without reading it again."""
+    without reading it again. A state whose points campaign has ended by `now` is no answer
+    any more: what the shop gives since is not in it, so the marketplace is asked."""
+    now = now or timezone.now()
     if not listings:
         return {}
     if as_loaded:
@@ -288,14 +303,21 @@ def fresh_observations(
     for listing in current:
         if listing.price is None or listing.in_stock is None or listing.last_polled_at is None:
             continue  # never observed with a price: ask the marketplace
+        if listing.points_until is not None and listing.points_until <= now:
+            continue  # its campaign ended since: ask what the shop gives now
         fresh[listing.id] = Observation(
             item_code=listing.item_code,
             price=listing.price,
             shipping=listing.shipping,
             in_stock=listing.in_stock,
             observed_at=listing.last_polled_at,
+            **_points_of(listing),
         )
     return fresh
+
+
+def _points_of(listing: Listing) -> dict[str, Any]:
+    return {name: getattr(listing, name) for name in _POINTS}
 
 
 def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> Observation | None:
@@ -310,6 +332,7 @@ def as_observation(listing: Listing, result: FetchResult, now: dt.datetime) -> O
             shipping=listing.shipping,
             in_stock=False,
             observed_at=now,
+            **_points_of(listing),
         )
     return None
 
@@ -371,6 +394,7 @@ def observe(
         at = observation.observed_at
         folded = listing.id in folding
         if via == Shape.ITEM and listing.seen_via == Shape.SHOP and _soon_after(listing, at):
+            # What a feed shows is what a price change moves: the points are not compared.
             said = (listing.price, listing.shipping, listing.in_stock)
             now_says = (observation.price, observation.shipping, observation.in_stock)
             batch.checks[(listing.source, said == now_says)] += 1
@@ -381,39 +405,52 @@ def observe(
         # The pages sort and chart by these: kept current with every observation.
         if folded:
             batch.folded[listing.id] = _fold(listing, observation)
-            points: list[Point] = []  # folded: no statistics from the history, no judging
+            # Folded: no statistics from the history, no judging.
+            points: list[Point] = []
+            nets: list[Point] = []
         else:
             # Only what came before this observation (another process may have written since).
             before = [p for p in past.get(listing.id, ()) if p[1] < at]
-            points = [Point(t, effective_price(p, s), i) for _, t, p, s, i in before]
+            points = [as_point(row) for row in before]
+            nets = [as_point(row, after_points=True) for row in before]
             fresh = Point(at, observation.effective_price, observation.in_stock)
+            fresh_net = Point(at, observation.net_price, observation.in_stock)
             listing.typical_price, listing.low_90 = listing_stats([*points, fresh], at)
-            older = older_lows.get(listing.id)
-            if older is not None and (listing.low_90 is None or older < listing.low_90):
-                listing.low_90 = older
+            listing.typical_net, listing.low_90_net = listing_stats([*nets, fresh_net], at)
+            older, older_net = older_lows.get(listing.id, (None, None))
+            listing.low_90 = _lower(listing.low_90, older)
+            listing.low_90_net = _lower(listing.low_90_net, older_net)
             listing.stats_at = at
         batch.observed.append(listing)
-        batch.seen.append(Seen(listing, result, observation, points))
+        batch.seen.append(Seen(listing, result, observation, points, nets))
     return batch
+
+
+def _lower(low: int | None, other: int | None) -> int | None:
+    if other is not None and (low is None or other < low):
+        return other
+    return low
 
 
 def _soon_after(listing: Listing, at: dt.datetime) -> bool:
     return listing.last_polled_at is not None and at - listing.last_polled_at <= CONFIRM_WITHIN
 
 
-def _fold(listing: Listing, observation: Observation) -> int | None:
+def _fold(listing: Listing, observation: Observation) -> tuple[int | None, int | None]:
     """The statistics as of `observation`, from those computed at `listing.stats_at` (no
     longer than STATS_KEPT ago): the typical price weighs each price by how long it held, and
     the observation has held for no time yet, so it stays; the 90-day low takes the price if
-    lower. What they leave out — the windows' ends having moved on by under STATS_KEPT — the
-    next computation from the history catches up (`stats_at` is left as it was). Returns the
-    price folded in, or None; `Observations.save` lowers the stored 90-day low to it in the
+    lower — incl. shipping and after points alike. What they leave out — the windows' ends
+    having moved on by under STATS_KEPT — the next computation from the history catches up
+    (`stats_at` is left as it was). Returns the prices folded in (incl. shipping, after
+    points), or Nones; `Observations.save` lowers the stored 90-day lows to them in the
     UPDATE itself (a lower one written meanwhile stays)."""
-    price = observation.effective_price
+    price, net = observation.effective_price, observation.net_price
     if not observation.in_stock or price is None:
-        return None
-    listing.low_90 = price if listing.low_90 is None else min(listing.low_90, price)
-    return price
+        return None, None
+    listing.low_90 = _lower(listing.low_90, price)
+    listing.low_90_net = _lower(listing.low_90_net, net)
+    return price, net
 
 
 def _recent(
@@ -433,11 +470,15 @@ def _recent(
     return by_listing
 
 
-def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime) -> dict[int, int]:
-    """Each listing's lowest in-stock effective price observed in [since, until): the part
-    of the 90-day low a 30-day read does not see, as the rule computes it."""
+def _lows_before(
+    listing_ids: list[int], since: dt.datetime, until: dt.datetime
+) -> dict[int, tuple[int, int]]:
+    """Each listing's lowest in-stock effective price and price after points observed in
+    [since, until): the part of the 90-day lows a 30-day read does not see, as the rule
+    computes them."""
     if not listing_ids:
         return {}
+    total = F("price") + Coalesce(F("shipping"), Value(0))
     rows = (
         PricePoint.objects.filter(
             one_of("listing_id", listing_ids),
@@ -447,17 +488,23 @@ def _lows_before(listing_ids: list[int], since: dt.datetime, until: dt.datetime)
             price__isnull=False,
         )
         .values("listing_id")
-        .annotate(low=Min(F("price") + Coalesce(F("shipping"), Value(0))))
+        .annotate(
+            low=Min(total),
+            low_net=Min(Greatest(total - Coalesce(F("points"), Value(0)), Value(0))),
+        )
         .order_by()
     )
-    return {row["listing_id"]: row["low"] for row in rows}
+    return {row["listing_id"]: (row["low"], row["low_net"]) for row in rows}
 
 
 def _worth_writing(observation: Observation, before: list[_Past], quiet: dt.timedelta) -> bool:
     if not before:
         return True
-    _, last_at, *last = before[-1]
-    changed = tuple(last) != (observation.price, observation.shipping, observation.in_stock)
+    _, last_at, price, shipping, in_stock, points = before[-1]
+    # A point kept before points were read (None) says nothing of them: no change there.
+    said = (price, shipping, in_stock, observation.points if points is None else points)
+    now_says = (observation.price, observation.shipping, observation.in_stock, observation.points)
+    changed = said != now_says
     return changed or observation.observed_at - last_at >= quiet
 
 
@@ -467,6 +514,8 @@ def _remember(listing: Listing, observation: Observation) -> bool:
     listing.price = observation.price
     listing.shipping = observation.shipping
     listing.in_stock = observation.in_stock
+    for name in _POINTS:
+        setattr(listing, name, getattr(observation, name))
     listing.last_polled_at = observation.observed_at
     listing.last_error = ""
     filled = False

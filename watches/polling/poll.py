@@ -42,7 +42,7 @@ from watches.models import Listing, Watch
 from watches.polling import feeds
 from watches.polling.observations import fetch, observe
 from watches.polling.plan import Planned, plan
-from watches.triggers import History, Judgement, build_history, detect
+from watches.triggers import History, Judgement, Point, build_history, detect
 
 log = logging.getLogger("watches.polling.poll")
 
@@ -228,8 +228,8 @@ def record_answers(
         result.observations += 1
         watches = watches_by_listing.get(seen.listing.pk)
         if watches:
-            history = build_history(seen.past, seen.observation.observed_at)
-            detections.extend(_judge(seen.listing, seen.observation, history, watches, missed))
+            histories = _Histories(seen.past, seen.past_net, seen.observation.observed_at)
+            detections.extend(_judge(seen.listing, seen.observation, histories, watches, missed))
 
     with transaction.atomic():
         observations.save()
@@ -254,16 +254,39 @@ def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
     return by_listing
 
 
+class _Histories:
+    """A listing's History as of `at`, incl. shipping and after points, each built once when
+    a watch first needs it."""
+
+    def __init__(self, past: Sequence[Point], past_net: Sequence[Point], at: dt.datetime) -> None:
+        self._points = {False: past, True: past_net}
+        self._at = at
+        self._built: dict[bool, History] = {}
+
+    def of(self, watch: Watch) -> History:
+        after = watch.after_points
+        if after not in self._built:
+            self._built[after] = build_history(self._points[after], self._at)
+        return self._built[after]
+
+
 def _judge(
     listing: Listing,
     observation: Observation,
-    history: History,
+    histories: _Histories,
     watches: list[Watch],
     missed: list[tuple[Watch, Observation]],
 ) -> list[Detection]:
     detections = []
     for watch in watches:
-        judgement = detect(watch, listing.units_per_pack, observation, history)
+        history = histories.of(watch)
+        judgement = detect(
+            watch,
+            listing.units_per_pack,
+            observation,
+            history,
+            members=watch.device.lyp_premium,
+        )
         if judgement.holds and not watch.device.receiving_channels:
             # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, observation))
@@ -281,13 +304,16 @@ def snapshot(
     judgement: Judgement,
 ) -> dict:
     """What the outbox row keeps of its detection (immutable): enough for staff to see why
-    it fired and for the re-check to judge against."""
+    it fired and for the re-check to judge against — the points too, and what the watch
+    compared (`after_points`)."""
     return judgement.snapshot(
         {
             "trigger": watch.trigger,
             "price": observation.price,
             "shipping": observation.shipping,
             "effective_price": observation.effective_price,
+            **points_facts(observation),
+            "after_points": watch.after_points,
             "in_stock": observation.in_stock,
             "typical": _num(history.typical),
             "low_90": history.low_90,
@@ -300,6 +326,21 @@ def snapshot(
             "use_unit_price": watch.use_unit_price,
         }
     )
+
+
+def points_facts(offer: Observation | Listing) -> dict:
+    """An offer's points as a snapshot keeps them (`watches.points.as_facts` reads them)."""
+    until = offer.points_until
+    points = offer.points_now if isinstance(offer, Listing) else offer.points
+    if isinstance(offer, Listing) and not offer.campaign_on:
+        until = None
+    return {
+        "points": points,
+        "points_until": until.isoformat() if until else None,
+        "point_rate": offer.point_rate,
+        "member_points": offer.member_points,
+        "net_price": offer.net_price,
+    }
 
 
 def _num(value) -> str | None:

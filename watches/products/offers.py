@@ -2,10 +2,11 @@
 its cheapest offer over time.
 
 Every offer of one product is the same pack (one JAN code), so the cheapest per pack is the
-cheapest per unit too: offers are ranked by effective price (price plus shipping where
-known), and at the same price an offer whose shipping is known comes first. An offer whose
-shipping is unknown is compared at its price alone — the listing rule
-(`watches.models.effective_price`) — and every page and message says its shipping is
+cheapest per unit too: offers are ranked by their price after points (price plus shipping
+where known, less the points everyone gets: `watches.models.net_price`) — or, for a watch
+that judges on the price incl. shipping, by that (`after_points=False`) — and at the same
+price an offer whose shipping is known comes first. An offer whose shipping is unknown is
+compared without it — the listing rule — and every page and message says its shipping is
 unknown; it is never taken for free.
 """
 
@@ -18,7 +19,7 @@ from typing import Protocol, TypeVar
 
 from django.db.models import OuterRef, Subquery
 
-from watches.models import Listing, PricePoint, Product, effective_price
+from watches.models import Listing, PricePoint, Product, effective_price, net_price
 from watches.polling.history import PointRow, point_rows
 from watches.triggers import Point
 
@@ -30,16 +31,26 @@ class OfferLike(Protocol):
     def shipping(self) -> int | None: ...
     @property
     def in_stock(self) -> bool | None: ...
+    @property
+    def points(self) -> int: ...
 
 
 OfferT = TypeVar("OfferT", bound=OfferLike)
 
 
-def rank(offer: OfferLike) -> tuple[int, bool, int]:
-    """The order of offers, cheapest first: effective price, then known shipping first,
-    then the lower price before shipping."""
+def points_of(offer: OfferLike) -> int:
+    """The points everyone gets on `offer` now: a listing's as they are now (its campaign
+    may have ended since it was seen), an observation's as answered."""
+    now = getattr(offer, "points_now", None)
+    return now if now is not None else offer.points or 0
+
+
+def rank(offer: OfferLike, *, after_points: bool = True) -> tuple[int, bool, int]:
+    """The order of offers, cheapest first: price after points (or incl. shipping only),
+    then known shipping first, then the lower price before shipping."""
     price = offer.price if offer.price is not None else 0
-    total = effective_price(offer.price, offer.shipping)
+    points = points_of(offer) if after_points else 0
+    total = net_price(offer.price, offer.shipping, points)
     return (total if total is not None else 0, offer.shipping is None, price)
 
 
@@ -47,17 +58,24 @@ def in_stock(offers: Iterable[OfferT]) -> list[OfferT]:
     return [offer for offer in offers if offer.in_stock and offer.price is not None]
 
 
-def best_offer(offers: Iterable[OfferT]) -> OfferT | None:
-    """The cheapest offer in stock, or None when no shop has it."""
+def best_offer(offers: Iterable[OfferT], *, after_points: bool = True) -> OfferT | None:
+    """The cheapest offer in stock (after points, unless told otherwise), or None when no
+    shop has it."""
     available = in_stock(offers)
-    return min(available, key=rank) if available else None
+    if not available:
+        return None
+    return min(available, key=lambda offer: rank(offer, after_points=after_points))
 
 
 def typical_price(offers: Iterable[Listing]) -> int | None:
     """What the product usually costs: the lowest of its offers' typical prices. A product
     is cheap now only when its best offer beats what even the cheapest shop usually asks
     (`watches.search.query.cheap_now` judges by the same rule)."""
-    typicals = [offer.typical_price for offer in offers if offer.typical_price]
+    typicals = [
+        typical
+        for offer in offers
+        if (typical := offer.typical_net or offer.typical_price)  # after points, where known
+    ]
     return min(typicals) if typicals else None
 
 
@@ -86,20 +104,26 @@ def offers_by_product(product_ids: Iterable[int]) -> dict[int, list[Listing]]:
     return offers
 
 
-def cheapest_points(rows: Iterable[PointRow]) -> list[Point]:
+def cheapest_points(rows: Iterable[PointRow], *, after_points: bool = False) -> list[Point]:
     """The product's history from its offers' points (listing id, observed_at, price,
-    shipping, in_stock): at each moment an offer was observed, the cheapest effective price
-    among the offers then in stock, and whether any was. Offers keep their last observed
-    state between their points (history skips writing unchanged prices), and points of the
-    same moment (one request for every offer) make one point of the product."""
+    shipping, in_stock, points): at each moment an offer was observed, the cheapest price
+    incl. shipping — or after points — among the offers then in stock, and whether any was.
+    Offers keep their last observed state between their points (history skips writing
+    unchanged prices), and points of the same moment (one request for every offer) make one
+    point of the product."""
     by_time: dict[dt.datetime, list[PointRow]] = defaultdict(list)
     for row in rows:
         by_time[row[1]].append(row)
     state: dict[int, tuple[int | None, bool]] = {}
     points: list[Point] = []
     for at in sorted(by_time):
-        for listing_id, _, price, shipping, stocked in by_time[at]:
-            state[listing_id] = (effective_price(price, shipping), stocked)
+        for listing_id, _, price, shipping, stocked, given in by_time[at]:
+            value = (
+                net_price(price, shipping, given)
+                if after_points
+                else effective_price(price, shipping)
+            )
+            state[listing_id] = (value, stocked)
         prices = [total for total, stocked in state.values() if stocked and total is not None]
         anywhere = any(stocked for _, stocked in state.values())
         points.append(Point(at, min(prices) if prices else None, anywhere))
@@ -107,10 +131,14 @@ def cheapest_points(rows: Iterable[PointRow]) -> list[Point]:
 
 
 def product_points(
-    product_ids: Sequence[int], since: dt.datetime, *, before: dt.datetime | None = None
+    product_ids: Sequence[int],
+    since: dt.datetime,
+    *,
+    before: dt.datetime | None = None,
+    after_points: bool = False,
 ) -> dict[int, list[Point]]:
     """Each product's cheapest-offer history since `since` (and before `before`), oldest
-    first, in two queries."""
+    first, in two queries: incl. shipping, or after points."""
     offers = dict(
         Listing.objects.filter(product_id__in=list(product_ids)).values_list("id", "product_id")
     )
@@ -118,4 +146,7 @@ def product_points(
     for row in point_rows(offers, since):
         if before is None or row[1] < before:
             rows[offers[row[0]]].append(row)
-    return {product_id: cheapest_points(rows.get(product_id, ())) for product_id in product_ids}
+    return {
+        product_id: cheapest_points(rows.get(product_id, ()), after_points=after_points)
+        for product_id in product_ids
+    }

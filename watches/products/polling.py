@@ -53,10 +53,10 @@ from watches.missed import record_missed
 from watches.models import Listing, Product, Watch
 from watches.pages import pagecache
 from watches.polling.observations import ask, observe
-from watches.polling.poll import PollResult
+from watches.polling.poll import PollResult, points_facts
 from watches.products.offers import product_points
 from watches.products.triggers import detect_best
-from watches.triggers import LOW_WINDOW, Judgement, build_history
+from watches.triggers import LOW_WINDOW, History, Judgement, build_history
 
 log = logging.getLogger("watches.products.polling")
 
@@ -129,6 +129,7 @@ def poll_products(
 @dataclass(frozen=True)
 class _Missed:
     effective_price: int | None
+    net_price: int | None
     observed_at: dt.datetime
 
 
@@ -256,10 +257,20 @@ def judge_products(
     for listing in Listing.objects.filter(product_id__in=list(by_id), paused=False):
         assert listing.product_id is not None  # an offer of one of `products`
         offers[listing.product_id].append(fresh.get(listing.pk, listing))
-    histories = {
-        pk: build_history(points, now)
-        for pk, points in product_points(list(by_id), now - LOW_WINDOW, before=now).items()
-    }
+    histories: dict[bool, dict[int, History]] = {}
+
+    def history(product_id: int, after_points: bool) -> History:
+        # Each way (incl. shipping, after points) read once for the batch, when a watch
+        # first needs it.
+        if after_points not in histories:
+            histories[after_points] = {
+                pk: build_history(points, now)
+                for pk, points in product_points(
+                    list(by_id), now - LOW_WINDOW, before=now, after_points=after_points
+                ).items()
+            }
+        return histories[after_points][product_id]
+
     detections: list[Detection] = []
     missed: list[tuple[Watch, _Missed]] = []
     moves: list[tuple[int, tuple[int]]] = []
@@ -267,7 +278,11 @@ def judge_products(
         assert watch.product_id is not None  # a watch on one of `products`
         product = by_id[watch.product_id]
         judgement, best = detect_best(
-            watch, product.units_per_pack, offers[product.pk], histories[product.pk]
+            watch,
+            product.units_per_pack,
+            offers[product.pk],
+            history(product.pk, watch.after_points),
+            members=watch.device.lyp_premium,
         )
         if best is not None and best.pk != watch.listing_id:
             moves.append((watch.pk, (best.pk,)))
@@ -276,7 +291,7 @@ def judge_products(
         assert best is not None  # a judgement holds only on an offer in stock
         if not watch.device.receiving_channels:
             # An outbox row could only be dropped `no_subscription`, poll after poll.
-            missed.append((watch, _Missed(best.effective_price, now)))
+            missed.append((watch, _Missed(best.effective_price, best.net_price, now)))
             continue
         payload = snapshot(watch, product, best, offers[product.pk], judgement, now)
         # One row per channel that reaches the device (push, e-mail or both), as for listings.
@@ -293,7 +308,7 @@ def snapshot(
     now: dt.datetime,
 ) -> dict:
     """What the outbox row keeps of a product detection: the product, the best offer then
-    (shop, price, shipping, link) and how many shops had it."""
+    (shop, price, shipping, points, link) and how many shops had it."""
     return judgement.snapshot(
         {
             "trigger": watch.trigger,
@@ -307,6 +322,8 @@ def snapshot(
             "price": best.price,
             "shipping": best.shipping,
             "effective_price": best.effective_price,
+            **points_facts(best),
+            "after_points": watch.after_points,
             "in_stock": True,
             "shops_in_stock": sum(1 for offer in offers if offer.in_stock),
             "observed_at": now.isoformat(),

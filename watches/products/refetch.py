@@ -33,10 +33,11 @@ class ProductAnswer:
     offers: tuple[tuple[Listing, FetchResult], ...] = ()
     errors: tuple[FetchError, ...] = ()
 
-    def best(self) -> tuple[Listing, Observation] | None:
-        """The cheapest offer in stock now (effective price, shipping where known), or None."""
+    def best(self, *, after_points: bool = True) -> tuple[Listing, Observation] | None:
+        """The cheapest offer in stock now (after points, or by price incl. shipping where
+        known), or None."""
         observed = [(listing, r) for listing, r in self.offers if isinstance(r, Observation)]
-        chosen = best_offer(result for _, result in observed)
+        chosen = best_offer((result for _, result in observed), after_points=after_points)
         return next((pair for pair in observed if pair[1] is chosen), None)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from watches.models import Trigger
-from watches.products.offers import OfferT, best_offer
+from watches.products.offers import OfferLike, OfferT, best_offer, points_of
 from watches.triggers import History, Judgement, WatchLike, detect
 
 PRODUCT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.PRICE_DROP, Trigger.BACK_IN_STOCK)
@@ -28,13 +28,55 @@ class _NoOffer:
     price: int | None = None
     shipping: int | None = None
     in_stock: bool = False
+    points: int = 0
+    member_points: int = 0
 
 
 def detect_best(
-    watch: WatchLike, units_per_pack: int | None, offers: Sequence[OfferT], history: History
+    watch: WatchLike,
+    units_per_pack: int | None,
+    offers: Sequence[OfferT],
+    history: History,
+    *,
+    members: bool = False,
 ) -> tuple[Judgement, OfferT | None]:
     """Should the product's offers now enqueue a notification for `watch`? Judged on the
-    best offer in stock (returned with the judgement; None when no shop has it)."""
-    best = best_offer(offers)
-    judgement = detect(watch, units_per_pack, best if best is not None else _NoOffer(), history)
+    best offer in stock — the cheapest after points for a watch after points, whichever
+    shop — (returned with the judgement; None when no shop has it), against `history`, the
+    product's cheapest offer over time judged the same way."""
+    best = best_offer(offers, after_points=watch.after_points)
+    judgement = detect(
+        watch,
+        units_per_pack,
+        _Now(best) if best is not None else _NoOffer(),
+        history,
+        members=members,
+    )
     return judgement, best
+
+
+@dataclass(frozen=True)
+class _Now:
+    """An offer as it is now: a listing's points as they are at this moment."""
+
+    offer: OfferLike
+
+    @property
+    def price(self) -> int | None:
+        return self.offer.price
+
+    @property
+    def shipping(self) -> int | None:
+        return self.offer.shipping
+
+    @property
+    def in_stock(self) -> bool:
+        return bool(self.offer.in_stock)
+
+    @property
+    def points(self) -> int:
+        return points_of(self.offer)
+
+    @property
+    def member_points(self) -> int:
+        return getattr(self.offer, "member_points", 0) or 0

@@ -24,7 +24,8 @@ def save_product_watch(device: Device, product: Product, params: WatchParams) ->
     offers = offers_of(product)
     if not offers:
         raise LookupError(f"product {product.pk} has no offer")
-    return save_watch(device, best_offer(offers) or offers[0], params, product=product)
+    best = best_offer(offers, after_points=params.after_points)
+    return save_watch(device, best or offers[0], params, product=product)
 
 
 def describe_product(product: Product, *, units_per_pack: int | None, unit_label: str) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.db import connection
 from django.db.models import (
+    Case,
     ExpressionWrapper,
     F,
     FloatField,
@@ -19,8 +20,10 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Value,
+    When,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
 from watches.models import Listing, Product
 from watches.search.index import first_matches, matching
@@ -52,15 +55,34 @@ def normalise(text: str) -> str:
 
 class _Effective(TypedDict):
     eff: int  # price + shipping (0 where unknown)
+    net: int  # eff less the points everyone gets now
+
+
+def _net(prefix: str = "") -> ExpressionWrapper:
+    """Price + known shipping − the points everyone gets now, of a listing (`prefix`: the
+    relation to it): a campaign that has ended since the listing was seen counts what is
+    left after it."""
+    now = timezone.now()
+    points_now = Case(
+        When(
+            **{f"{prefix}points_until__lte": now},
+            then=Coalesce(F(f"{prefix}points_after"), Value(0)),
+        ),
+        default=F(f"{prefix}points"),
+    )
+    total = F(f"{prefix}price") + Coalesce(F(f"{prefix}shipping"), Value(0))
+    return ExpressionWrapper(Greatest(total - points_now, Value(0)), output_field=IntegerField())
 
 
 def with_effective_price(
     queryset: QuerySet[Listing],
 ) -> QuerySet[WithAnnotations[Listing, _Effective]]:
+    """`eff`: the price incl. shipping; `net`: the price after the points everyone gets now."""
     return queryset.annotate(
         eff=ExpressionWrapper(
             F("price") + Coalesce(F("shipping"), Value(0)), output_field=IntegerField()
-        )
+        ),
+        net=_net(),
     )
 
 
@@ -95,37 +117,41 @@ def search_results(query: str, category: str = "") -> SearchResults:
 
 
 def cheap_now(limit: int = 10) -> list[Listing | Product]:
-    """In stock, at or near the 90-day low; the biggest drops below the typical price first.
-    A product counts once, by its cheapest offer in stock (price plus known shipping, as
-    `watches.products.offers.rank` has it) against the lowest 90-day low and the lowest typical
-    price among its offers: it is cheap only when no shop usually sells it for less. Listings
-    that are no product's offer are judged on their own. Each item carries its `drop`."""
+    """In stock, at or near the 90-day low after points; the biggest drops below the typical
+    price after points first (without points, the two are the prices incl. shipping). A
+    product counts once, by its cheapest offer in stock after points (as
+    `watches.products.offers.rank` has it) against the lowest 90-day low and the lowest
+    typical price among its offers: it is cheap only when no shop usually sells it for less.
+    Listings that are no product's offer are judged on their own. Each item carries its
+    `drop`."""
+    # A listing whose statistics were not computed after points since it was saved reads
+    # them incl. shipping (the same, without points).
     listings = (
         with_effective_price(
-            Listing.objects.filter(
-                product__isnull=True,
-                paused=False,
-                in_stock=True,
-                low_90__isnull=False,
-                typical_price__gt=0,
-            )
+            Listing.objects.filter(product__isnull=True, paused=False, in_stock=True)
         )
-        .filter(eff__lte=F("low_90") * NEAR_LOW)
-        .annotate(drop=_drop(F("eff"), F("typical_price")))
+        .annotate(
+            low=Coalesce(F("low_90_net"), F("low_90")),
+            typical=Coalesce(F("typical_net"), F("typical_price")),
+        )
+        .filter(low__isnull=False, typical__gt=0, net__lte=F("low") * NEAR_LOW)
+        .annotate(drop=_drop(F("net"), F("typical")))
         .filter(drop__lt=0)
         .order_by("drop", "id")[:limit]
     )
     live = Q(offers__paused=False)
-    offer_price = F("offers__price") + Coalesce(F("offers__shipping"), Value(0))
     products = (
         Product.objects.annotate(
             best=Min(
-                offer_price,
+                _net("offers__"),
                 filter=live & Q(offers__in_stock=True, offers__price__isnull=False),
                 output_field=IntegerField(),
             ),
-            low=Min("offers__low_90", filter=live),
-            typical=Min("offers__typical_price", filter=live & Q(offers__typical_price__gt=0)),
+            low=Min(Coalesce(F("offers__low_90_net"), F("offers__low_90")), filter=live),
+            typical=Min(
+                Coalesce(F("offers__typical_net"), F("offers__typical_price")),
+                filter=live & Q(offers__typical_price__gt=0),
+            ),
         )
         .filter(best__lte=F("low") * NEAR_LOW)
         .annotate(drop=_drop(F("best"), F("typical")))

@@ -68,3 +68,30 @@ def when(value: dt.datetime | None) -> str:
     else:
         fmt = pgettext("date and time on pages, with the year, PHP-style format", "M j, Y, H:i")
     return dateformat.format(local, fmt)
+
+
+@register.filter
+def breakdown(offer: object) -> str:
+    """An offer's price as a shopper works it out, each term kept whole on a narrow screen:
+    "¥1,980 − 90 pt (5×, until 3/19 13:59) = ¥1,890, free shipping" (`watches.points`)."""
+    from watches.points import Breakdown
+
+    return Breakdown.of(offer).html()
+
+
+@register.filter
+def campaign(offer: object) -> str:
+    """A listing's points campaign in words: "(5×, until 3/19 13:59)" while it is on, "5×
+    ended 3/19 13:59" once it has ended since it was seen, "" without one."""
+    from watches.points import Breakdown, last_minute
+
+    if getattr(offer, "campaign_on", None) is False:
+        rate = getattr(offer, "point_rate", None)
+        end = last_minute(offer.points_until)  # type: ignore[attr-defined]
+        if rate and rate > 1:
+            return pgettext("points campaign", "%(rate)s× ended %(end)s") % {
+                "rate": rate,
+                "end": end,
+            }
+        return pgettext("points campaign", "ended %(end)s") % {"end": end}
+    return Breakdown.of(offer).campaign

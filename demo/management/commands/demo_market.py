@@ -9,7 +9,7 @@ import random
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from demo.market import set_product, tick
+from demo.market import set_product, tick, tick_campaigns
 from demo.models import DemoProduct
 
 # `--fault none` lifts a fault (the stored value is empty).
@@ -25,6 +25,9 @@ def product_line(product: DemoProduct, now: dt.datetime) -> str:
         notes.append(f"fault={product.fault}")
     if product.held_until and product.held_until > now:
         notes.append(f"held until {timezone.localtime(product.held_until):%H:%M}")
+    if product.point_rate > 1 and product.points_until:
+        until = timezone.localtime(product.points_until)
+        notes.append(f"points x{product.point_rate} until {until:%m-%d %H:%M}")
     return (
         f"{product.item_code:<24} ¥{product.price:>7,}  {stock:<12}  "
         f"{', '.join(notes) or '-':<32}  {product.name}"
@@ -50,7 +53,9 @@ class Command(BaseCommand):
             choices=list(FAULTS),
             help="make the marketplace answer with this error for the product (none: normally)",
         )
-        ticker = sub.add_parser("tick", help="move the market: sales, stock-outs, recoveries")
+        ticker = sub.add_parser(
+            "tick", help="move the market: sales, stock-outs, recoveries, points campaigns"
+        )
         ticker.add_argument("--times", type=int, default=1, help="how many ticks (default 1)")
         ticker.add_argument("--seed", type=int, default=None, help="repeatable randomness")
 
@@ -71,6 +76,14 @@ class Command(BaseCommand):
                         f"{move.code:<28} {move.what:<10} "
                         f"¥{move.old_price:,} → ¥{move.new_price:,}{stock}"
                     )
+                for change in tick_campaigns(rng):
+                    window = (
+                        f"points x{change.rate} {timezone.localtime(change.start):%m-%d %H:%M}"
+                        f" → {timezone.localtime(change.end):%m-%d %H:%M}"
+                        if change.start and change.end
+                        else "points → x1"
+                    )
+                    self.stdout.write(f"{change.code:<28} {change.what:<10} {window}")
             return
         fault = options["fault"]
         try:
