@@ -152,13 +152,13 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
     # Every step that writes is one transaction, run again when the database ends it to
     # break a deadlock (`common.retrying`): such a failure costs a pause, not the cycle.
     result.recovered = retrying(lambda: recover_expired_leases(cycle.clock()))
+    # No more rows a batch than the marketplaces can re-check while the first answer is still
+    # fresh enough to send: a batch asks all its re-checks before its first delivery.
+    batch = services.recheck_capacity(dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE))
+    batch = settings.OUTBOX_BATCH_SIZE if batch is None else min(batch, settings.OUTBOX_BATCH_SIZE)
     remaining = limit
     while remaining is None or remaining > 0:
-        size = (
-            settings.OUTBOX_BATCH_SIZE
-            if remaining is None
-            else min(remaining, settings.OUTBOX_BATCH_SIZE)
-        )
+        size = batch if remaining is None else min(remaining, batch)
         claim = _claim(cycle, size)
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded

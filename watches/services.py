@@ -23,7 +23,9 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   device would have been told while its notifications were off (both read-only, for the
   outbox's channel and pages);
 - `budget_status` and `watched_coverage`: the marketplaces' budgets per application id and
-  the share of watched listings checked lately (read-only, for the admin overview).
+  the share of watched listings checked lately (read-only, for the admin overview);
+  `recheck_capacity`: how many rows a dispatcher's batch can have re-checked within a
+  freshness bound, by the slowest marketplace's budget (read-only).
 - `marketplace_halts`: the marketplaces halted for a configuration fault, each with what to
   fix (read-only, for the admin overview's banner).
 """
@@ -48,7 +50,7 @@ from watches.models import Device, Listing, MarketplaceHalt, Watch
 from watches.pages import pagecache
 from watches.polling import feeds
 from watches.polling.observations import fetch, fresh_observations, observe
-from watches.polling.plan import budget_status, watched_coverage
+from watches.polling.plan import budget_status, recheck_capacity, watched_coverage
 from watches.products.refetch import ProductAnswer, refetch_products
 from watches.subscriptions import endpoint_allowed
 
@@ -62,6 +64,7 @@ __all__ = [
     "marketplace_halts",
     "missed_for",
     "pause_listings",
+    "recheck_capacity",
     "record_bounces",
     "refetch",
     "refetch_or_reuse",

@@ -331,3 +331,37 @@ def test_the_recheck_reads_a_second_page_only_while_two_listings_are_missing(
 
     assert shop_requests(ichiba) == [("s", "1"), ("s", "2"), ("s", "3")]
     assert not item_requests(ichiba), "b and c were on page 3"
+
+
+def test_a_dispatch_batch_holds_what_the_budget_rechecks_while_the_first_answer_is_fresh(
+    ichiba, settings
+):
+    from watches import services
+
+    settings.RAKUTEN_RATE_PER_SECOND = 1.0
+    # At 1 request a second, half of them the dispatcher's while polling takes the rest:
+    # 15 re-checks within the 30 s a value may age before it is sent.
+    assert services.recheck_capacity(dt.timedelta(seconds=30)) == 15
+    settings.MARKETPLACE_ADAPTERS = {"demo": settings.MARKETPLACE_ADAPTERS["demo"]}
+    assert services.recheck_capacity(dt.timedelta(seconds=30)) is None, "the demo: no budget"
+
+
+def test_a_products_offers_answer_their_own_listing_watches_too(clock, yahoo):
+    from watches.products.polling import poll_product_batch
+
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    offers = []
+    for n in range(2):
+        code = f"store{n}_tp-12r"
+        yahoo.add(code, jan=product.jan, price=1000, name="スコッティ 12ロール")
+        offers.append(
+            ListingFactory(
+                source="yahoo", item_code=code, price=1000, product_id=product.pk, jan=product.jan
+            )
+        )
+    WatchFactory(listing=offers[1], device=DeviceFactory(), target_price=950)
+    yahoo.set("store1_tp-12r", price=900)
+
+    result = poll_product_batch("yahoo", [product.pk])
+
+    assert result.enqueued == 1, "the offer's own watch, told from its product's answer"

@@ -127,6 +127,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "marketplace_halts",
         "missed_for",
         "pause_listings",
+        "recheck_capacity",
         "record_bounces",
         "refetch",
         "refetch_or_reuse",

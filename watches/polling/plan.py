@@ -386,6 +386,31 @@ def _shop(reach: Reach, item_code: str) -> str | None:
     return reach.shop_of(item_code) if reach.shop_of is not None else None
 
 
+# The share of a marketplace's requests the dispatcher's re-checks can count on: polling takes
+# its slots from the same limiter, which serves waiting callers in turn.
+RECHECK_SHARE = 0.5
+
+
+def recheck_capacity(within: dt.timedelta) -> int | None:
+    """How many rows a dispatcher's batch can have re-checked within `within`: at most one
+    request each (a shop's page or a product's offers answers several; a fresh observation
+    none), at RECHECK_SHARE of the slowest rate-limited marketplace's rate now. None when no
+    marketplace has a budget (the demo answers a whole batch at once)."""
+    rates = []
+    for source in settings.MARKETPLACE_ADAPTERS:
+        try:
+            budget = getattr(get_marketplace(source), "budget", None)
+            if budget is not None:
+                rates.append(budget.current_rate())
+        except LimiterUnavailable:
+            continue  # its rows wait without asking (`budget_unavailable`)
+        except Exception:  # misconfigured: the re-check's answers say so, row by row
+            log.warning("no budget for %s: its adapter cannot be built", source, exc_info=True)
+    if not rates:
+        return None
+    return max(1, math.floor(min(rates) * within.total_seconds() * RECHECK_SHARE))
+
+
 def watch_groups(listings: QuerySet[Listing]) -> dict[int, list[WatchGroup]]:
     """Live watches of these listings, grouped by (listing, trigger, unit price), in one
     query."""

@@ -40,7 +40,7 @@ from watches.marketplaces.base import FetchResult, Observation, Shape
 from watches.missed import record_missed
 from watches.models import Listing, Watch
 from watches.polling import feeds
-from watches.polling.observations import fetch, observe
+from watches.polling.observations import Observations, fetch, observe
 from watches.polling.plan import Planned, plan
 from watches.triggers import History, Judgement, Point, build_history, detect
 
@@ -218,7 +218,22 @@ def record_answers(
     if not answers:
         return result
     observations = observe(answers, now, via=via)
-    watches_by_listing = _live_watches([listing.pk for listing, _ in answers])
+    detections, missed = judge_listings(observations, result)
+    with transaction.atomic():
+        observations.save()
+        result.enqueued = enqueue_many(detections, now=now)
+        record_missed(missed)
+    result.points = len(observations.points)
+    return result
+
+
+def judge_listings(
+    observations: Observations, result: PollResult
+) -> tuple[list[Detection], list[tuple[Watch, Observation]]]:
+    """The detections of the listing watches of a batch's observations (judged on each
+    listing's past), and what unreachable devices missed; counts the answers in `result`.
+    A product's watches are judged on all its offers by product polling, not here."""
+    watches_by_listing = _live_watches([seen.listing.pk for seen in observations.seen])
     detections: list[Detection] = []
     missed: list[tuple[Watch, Observation]] = []
     for seen in observations.seen:
@@ -230,22 +245,16 @@ def record_answers(
         if watches:
             histories = _Histories(seen.past, seen.past_net, seen.observation.observed_at)
             detections.extend(_judge(seen.listing, seen.observation, histories, watches, missed))
-
-    with transaction.atomic():
-        observations.save()
-        result.enqueued = enqueue_many(detections, now=now)
-        record_missed(missed)
-    result.points = len(observations.points)
-    return result
+    return detections, missed
 
 
 def _live_watches(listing_ids: list[int]) -> dict[int, list[Watch]]:
-    """Live watches (not removed, not paused) of these listings, with their devices, in one
-    query. Watches whose device cannot be reached are judged too: what they would have been
-    told is kept on the watch (watches.missed), not enqueued."""
+    """Live listing watches (not removed, not paused) of these listings, with their devices,
+    in one query. Watches whose device cannot be reached are judged too: what they would have
+    been told is kept on the watch (watches.missed), not enqueued."""
     by_listing: dict[int, list[Watch]] = defaultdict(list)
     watches = (
-        Watch.live.filter(listing_id__in=listing_ids, paused=False)
+        Watch.live.filter(listing_id__in=listing_ids, paused=False, product__isnull=True)
         .select_related("device")
         .order_by("id")
     )

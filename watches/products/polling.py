@@ -53,7 +53,7 @@ from watches.missed import record_missed
 from watches.models import Listing, Product, Watch
 from watches.pages import pagecache
 from watches.polling.observations import ask, observe
-from watches.polling.poll import PollResult, points_facts
+from watches.polling.poll import PollResult, judge_listings, points_facts
 from watches.products.offers import product_points
 from watches.products.triggers import detect_best
 from watches.triggers import LOW_WINDOW, History, Judgement, build_history
@@ -146,19 +146,15 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     result.asked = {listing.pk for listing, _ in pairs}
     result.products = len(products)
     observations = observe(pairs, now, via=Shape.PRODUCT)
-    for seen in observations.seen:
-        if seen.observation is None:
-            result.errors += 1
-        else:
-            result.observations += 1
-
+    # Each offer's own watches, as polling judges a listing; then the product's, on them all.
+    detections, missed = judge_listings(observations, result)
     fresh = {listing.pk: listing for listing, _ in pairs}
-    detections, missed, moves = judge_products(products, now, fresh)
+    for_products, missed_products, moves = judge_products(products, now, fresh)
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
-        result.enqueued = enqueue_many(detections, now=now)
-        record_missed(missed)
+        result.enqueued = enqueue_many([*detections, *for_products], now=now)
+        record_missed([*missed, *missed_products])
         update_by_id(Watch, ("listing",), moves)
     result.points = len(observations.points)
     return result
