@@ -35,7 +35,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from outbox.models import Outbox, Reason, Status
-from outbox.queue import DueRow, select_due, select_due_siblings, select_expired
+from outbox.queue import Candidate, DueRow, select_due, select_due_siblings, select_expired
 from outbox.retries import backoff, used_every_retry
 from outbox.transitions import Outcome, transition, transition_each
 
@@ -68,70 +68,102 @@ def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
         claim = Claim(selected=len(selected))
         if not selected:
             return claim
-        rows: dict[int, DueRow] = {row[0]: row[:4] for row in selected}
-        told: dict[tuple[int, str], DueRow] = {}  # the newest sent row, per watch and channel
-        # Only watches with a backlog need their other rows (usually none has one).
-        wanted = {(row[1], row[2]) for row in selected if row[4]}
-        if wanted:
-            for sibling in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
-                row, was_sent = sibling[:4], sibling[4]
-                key = (row[1], row[2])
-                if key not in wanted:
-                    continue
-                if not was_sent:
-                    rows[row[0]] = row
-                elif key not in told or (row[3], row[0]) > (told[key][3], told[key][0]):
-                    told[key] = row
-        backlog: dict[tuple[int, str], list[DueRow]] = defaultdict(list)
-        for row in rows.values():
-            backlog[(row[1], row[2])].append(row)
-        newest = {key: max(due, key=lambda r: (r[3], r[0])) for key, due in backlog.items()}
+        backlogs = _backlogs(selected, now)
+        claim.ids = _claim_newest(backlogs, holder, now)
+        claim.superseded = _supersede_older(backlogs, set(claim.ids), holder, now)
+    return claim
+
+
+@dataclass
+class _Backlog:
+    """The due rows of one watch and channel, and the newest row already sent for them."""
+
+    due: list[DueRow] = field(default_factory=list)
+    told: DueRow | None = None
+    # The row the others give way to: the newest due one, or a row in flight or sent that
+    # is at least as new (then none of `due` is claimed).
+    newest: DueRow | None = None
+
+
+def _backlogs(selected: list[Candidate], now: dt.datetime) -> dict[tuple[int, str], _Backlog]:
+    """The selected rows by watch and channel, each with every other due row of them and
+    the newest sent — read only for watches that have a backlog (usually none has)."""
+    backlogs: dict[tuple[int, str], _Backlog] = defaultdict(_Backlog)
+    for candidate in selected:
+        backlogs[candidate.row.key].due.append(candidate.row)
+    wanted = {candidate.row.key for candidate in selected if candidate.backlog}
+    selected_ids = {candidate.row.id for candidate in selected}
+    if wanted:
+        for sibling in select_due_siblings(now, sorted({watch for watch, _ in wanted})):
+            row, backlog = sibling.row, backlogs.get(sibling.row.key)
+            if backlog is None or row.key not in wanted:
+                continue
+            if not sibling.sent:
+                if row.id not in selected_ids:
+                    backlog.due.append(row)
+            elif backlog.told is None or row.order > backlog.told.order:
+                backlog.told = row
+    for backlog in backlogs.values():
+        newest = max(backlog.due, key=lambda row: row.order)
         # A newer detection already went out (another dispatcher sent it while these rows
         # were locked by a third): nothing of this backlog is claimed, all of it superseded.
-        for key, sent in told.items():
-            if key in newest and sent[3] >= newest[key][3]:
-                newest[key] = sent
-        to_claim = sorted(row[0] for row in newest.values() if row[0] in rows)
-        try:
-            with transaction.atomic():
-                claim.ids = _claim(to_claim, holder, now) if to_claim else []
-        except IntegrityError:
-            # Another dispatcher claimed a row of one of these watches since we selected:
-            # claim key by key, and leave the watches it holds to it.
-            claim.ids = []
-            for key, row in sorted(newest.items()):
-                if row[0] not in rows:
-                    continue  # already sent
-                try:
-                    with transaction.atomic():
-                        claim.ids += _claim([row[0]], holder, now)
-                except IntegrityError:
-                    newest[key] = _in_flight(key) or row
-        claimed = set(claim.ids)
-        older = {
-            row[0]: Outcome(
-                Status.DROPPED,
-                Reason.SUPERSEDED,
-                f"row {newest[key][0]} is a newer notification for the same watch",
-                {"superseded_by": newest[key][0]},
-                {"claimed_by": ""},
-            )
-            for key, due in backlog.items()
-            for row in due
-            if row[0] != newest[key][0] and row[0] not in claimed and row[3] <= newest[key][3]
-        }
-        # Older rows another dispatcher holds stay due: the next claim that sees them
-        # supersedes them (or the row that went out does).
-        claim.superseded = len(
-            transition_each(
-                older,
-                expect=[Status.PENDING, Status.RETRY],
-                actor=holder,
-                now=now,
-                skip_locked=True,
-            )
+        if backlog.told is not None and backlog.told.detected_at >= newest.detected_at:
+            newest = backlog.told
+        backlog.newest = newest
+    return dict(backlogs)
+
+
+def _claim_newest(
+    backlogs: dict[tuple[int, str], _Backlog], holder: str, now: dt.datetime
+) -> list[int]:
+    """Claim each backlog's newest due row, in one UPDATE; when another dispatcher claimed a
+    row of one of these watches since they were selected (the in-flight index refuses
+    ours), watch by watch, leaving the ones it holds to it."""
+    due = {
+        key: backlog.newest
+        for key, backlog in backlogs.items()
+        if backlog.newest is not None and backlog.newest in backlog.due
+    }
+    try:
+        with transaction.atomic():
+            return _claim(sorted(row.id for row in due.values()), holder, now) if due else []
+    except IntegrityError:
+        claimed: list[int] = []
+        for key, row in sorted(due.items()):
+            try:
+                with transaction.atomic():
+                    claimed += _claim([row.id], holder, now)
+            except IntegrityError:
+                backlogs[key].newest = _in_flight(key) or row
+        return claimed
+
+
+def _supersede_older(
+    backlogs: dict[tuple[int, str], _Backlog], claimed: set[int], holder: str, now: dt.datetime
+) -> int:
+    """Drop `superseded` every due row older than its backlog's newest. Older rows another
+    dispatcher holds stay due: the next claim that sees them supersedes them (or the row
+    that went out does). Returns how many were dropped."""
+    older: dict[int, Outcome] = {}
+    for backlog in backlogs.values():
+        newest = backlog.newest
+        assert newest is not None  # set for every backlog by `_backlogs`
+        for row in backlog.due:
+            if row.id == newest.id or row.id in claimed:
+                continue
+            if row.detected_at <= newest.detected_at:
+                older[row.id] = Outcome(
+                    Status.DROPPED,
+                    Reason.SUPERSEDED,
+                    f"row {newest.id} is a newer notification for the same watch",
+                    {"superseded_by": newest.id},
+                    {"claimed_by": ""},
+                )
+    return len(
+        transition_each(
+            older, expect=[Status.PENDING, Status.RETRY], actor=holder, now=now, skip_locked=True
         )
-    return claim
+    )
 
 
 def _claim(ids: list[int], holder: str, now: dt.datetime) -> list[int]:
@@ -155,11 +187,12 @@ def _claim(ids: list[int], holder: str, now: dt.datetime) -> list[int]:
 def _in_flight(key: tuple[int, str]) -> DueRow | None:
     """The row another dispatcher holds for this watch and channel (our older rows are
     superseded by it; a newer one of ours waits for its turn)."""
-    return (
+    row = (
         Outbox.objects.filter(watch_id=key[0], channel=key[1], status=Status.SENDING)
         .values_list("id", "watch_id", "channel", "detected_at")
         .first()
     )
+    return None if row is None else DueRow(*row)
 
 
 def recover_expired_leases(now: dt.datetime) -> int:

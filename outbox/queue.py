@@ -15,32 +15,62 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 
+from outbox import sql
 from outbox.models import DUE_STATUSES, Outbox, Status
 
-_TABLE = Outbox._meta.db_table
 
-# (id, watch id, channel, detected_at) of a due row
-DueRow = tuple[int, int, str, dt.datetime]
-# …and whether its watch and channel have other due rows (a backlog to supersede)
-Candidate = tuple[int, int, str, dt.datetime, bool]
-# …and whether it was sent
-Sibling = tuple[int, int, str, dt.datetime, bool]
+class DueRow(NamedTuple):
+    """A row of the queue as a claim reads it."""
+
+    id: int
+    watch_id: int
+    channel: str
+    detected_at: dt.datetime
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """Its watch and channel: one notification of them may be in flight."""
+        return self.watch_id, self.channel
+
+    @property
+    def order(self) -> tuple[dt.datetime, int]:
+        """Newer detections last (the id breaks a tie)."""
+        return self.detected_at, self.id
 
 
-def _sqlite(sql: str, params: list) -> list[tuple]:
+class Candidate(NamedTuple):
+    """A due row, and whether its watch and channel have other due rows, or a sent one at
+    least as new (a backlog to supersede)."""
+
+    row: DueRow
+    backlog: bool
+
+
+class Sibling(NamedTuple):
+    """A row of a watch with a backlog, and whether it was sent."""
+
+    row: DueRow
+    sent: bool
+
+
+class Expired(NamedTuple):
+    """A `sending` row whose lease expired."""
+
+    id: int
+    retry_count: int
+    claimed_by: str
+    attempt_started_at: Any  # only whether it is set is read
+
+
+def _sqlite(statement: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement, params)
         return cursor.fetchall()
-
-
-def _literal_statuses(statuses) -> str:
-    # Status values are our own TextChoices constants, never user input.
-    return ", ".join(f"'{Status(s).value}'" for s in statuses)
 
 
 def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
@@ -51,22 +81,8 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     due rows, or a row already sent for a detection at least as new."""
     if connection.vendor == "sqlite":
         moment = connection.ops.adapt_datetimefield_value(now)
-        rows = _sqlite(
-            "SELECT id, watch_id, channel, detected_at, "  # noqa: S608
-            f"EXISTS (SELECT 1 FROM {_TABLE} AS other INDEXED BY {_watch_index()} "
-            "WHERE other.watch_id = due.watch_id AND other.channel = due.channel "
-            f"AND other.id != due.id AND ((other.status IN ({_literal_statuses(DUE_STATUSES)}) "
-            "AND other.next_attempt_at <= %s) OR (other.status = "
-            f"{_literal_statuses([Status.SENT])} AND other.detected_at >= due.detected_at))) "
-            f"FROM {_TABLE} AS due INDEXED BY outbox_due "
-            f"WHERE status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s "
-            f"AND NOT EXISTS (SELECT 1 FROM {_TABLE} AS flying "
-            "WHERE flying.watch_id = due.watch_id AND flying.channel = due.channel "
-            f"AND flying.status = {_literal_statuses([Status.SENDING])}) "
-            "ORDER BY next_attempt_at, id LIMIT %s",
-            [moment, moment, limit],
-        )
-        return [(*_due_row(row[:4]), bool(row[4])) for row in rows]
+        rows = _sqlite(sql.due_rows_sqlite(_watch_index()), [moment, moment, limit])
+        return [Candidate(_due_row(row[:4]), bool(row[4])) for row in rows]
     key = {"watch_id": OuterRef("watch_id"), "channel": OuterRef("channel")}
     in_flight = Outbox.objects.filter(**key, status=Status.SENDING)
     siblings = Outbox.objects.filter(
@@ -81,7 +97,8 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
         .order_by("next_attempt_at", "id")
         .select_for_update(skip_locked=True)
     )
-    return list(due.values_list("id", "watch_id", "channel", "detected_at", "backlog")[:limit])
+    found = due.values_list("id", "watch_id", "channel", "detected_at", "backlog")[:limit]
+    return [Candidate(_due_row(row[:4]), bool(row[4])) for row in found]
 
 
 def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]:
@@ -93,11 +110,7 @@ def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
         rows = _sqlite(
-            f"SELECT id, watch_id, channel, detected_at, status FROM {_TABLE} "  # noqa: S608
-            f"INDEXED BY {_watch_index()} "
-            f"WHERE watch_id IN ({', '.join(['%s'] * len(watch_ids))}) "
-            f"AND ((status IN ({_literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s) "
-            f"OR status = {_literal_statuses([Status.SENT])})",
+            sql.due_siblings_sqlite(_watch_index(), len(watch_ids)),
             [*watch_ids, connection.ops.adapt_datetimefield_value(now)],
         )
     else:
@@ -108,14 +121,14 @@ def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]
             Q(status__in=DUE_STATUSES, next_attempt_at__lte=now) | Q(status=Status.SENT),
             watch_id__in=watch_ids,
         ).values_list("id", "watch_id", "channel", "detected_at", "status")
-    return [(*_due_row(row[:4]), row[4] == Status.SENT) for row in rows]
+    return [Sibling(_due_row(row[:4]), row[4] == Status.SENT) for row in rows]
 
 
 @functools.cache
 def _watch_index() -> str:
     """The name of the index Django made for the `watch` foreign key (a hash of its own)."""
     with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, _TABLE)
+        constraints = connection.introspection.get_constraints(cursor, sql.TABLE)
     return next(
         name
         for name, info in constraints.items()
@@ -123,28 +136,25 @@ def _watch_index() -> str:
     )
 
 
-def _due_row(row: tuple) -> DueRow:
+def _due_row(row: tuple[Any, ...]) -> DueRow:
     row_id, watch_id, channel, detected_at = row
     if isinstance(detected_at, str):  # raw SQLite: Django's naive UTC text…
         detected_at = dt.datetime.fromisoformat(detected_at)
     if detected_at.tzinfo is None:  # …or its converter's naive datetime
         detected_at = detected_at.replace(tzinfo=dt.UTC)
-    return row_id, watch_id, channel, detected_at
+    return DueRow(row_id, watch_id, channel, detected_at)
 
 
-def select_expired(cutoff: dt.datetime) -> list[tuple[int, int, str, object]]:
+def select_expired(cutoff: dt.datetime) -> list[Expired]:
     """(id, retry_count, claimed_by, attempt_started_at) of `sending` rows claimed before
     `cutoff` (attempt_started_at only for whether it is set)."""
     if connection.vendor == "sqlite":
-        return _sqlite(
-            "SELECT id, retry_count, claimed_by, attempt_started_at "  # noqa: S608
-            f"FROM {_TABLE} INDEXED BY outbox_sending "
-            f"WHERE status = {_literal_statuses([Status.SENDING])} AND claimed_at < %s ORDER BY id",
-            [connection.ops.adapt_datetimefield_value(cutoff)],
-        )
+        moment = connection.ops.adapt_datetimefield_value(cutoff)
+        return [Expired(*row) for row in _sqlite(sql.expired_leases_sqlite(), [moment])]
     expired = (
         Outbox.objects.filter(status=Status.SENDING, claimed_at__lt=cutoff)
         .order_by("id")
         .select_for_update(skip_locked=True)
     )
-    return list(expired.values_list("id", "retry_count", "claimed_by", "attempt_started_at"))
+    rows = expired.values_list("id", "retry_count", "claimed_by", "attempt_started_at")
+    return [Expired(*row) for row in rows]

@@ -23,6 +23,7 @@ from outbox.claims import claim_due, recover_expired_leases
 from outbox.dispatch import run_cycle
 from outbox.lease import Lease, check_settings
 from outbox.models import Outbox, OutboxEvent, Reason, Status
+from outbox.queue import Candidate, DueRow
 from outbox.transitions import Fence, renew_lease
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
@@ -655,7 +656,10 @@ def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_
     flying = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1))
     Outbox.objects.filter(pk=flying.pk).update(status=Status.SENDING, claimed_by="theirs")
     free = enqueue_for(WatchFactory(listing=ListingFactory(price=900), target_price=950))
-    stale = [(r.pk, r.watch_id, r.channel, r.detected_at, False) for r in (older, free)]
+    stale = [
+        Candidate(DueRow(r.pk, r.watch_id, r.channel, r.detected_at), backlog=False)
+        for r in (older, free)
+    ]
     monkeypatch.setattr(claims, "select_due", lambda now, limit: stale)
 
     claim = claim_due("mine", 10, timezone.now())
