@@ -19,6 +19,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from common.fields import concrete_field
+from outbox import sql
 from outbox.models import Outbox, Status
 from watches.models import Watch
 
@@ -127,15 +128,11 @@ def enqueue_many(detections: Iterable[Detection], *, now: dt.datetime | None = N
     def flush() -> int:
         if not batch:
             return 0
-        # Table and column names come from the model, values go as parameters.
-        sql = (
-            f"INSERT INTO {table} ({columns}) VALUES {', '.join([row_sql] * len(batch))} "  # noqa: S608
-            "ON CONFLICT DO NOTHING"
-        )
+        statement = sql.enqueue_values(table, columns, row_sql, len(batch))
         params = [value for row in batch for value in row]
         batch.clear()
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(statement, params)
             return cursor.rowcount
 
     # get_db_prep_save gives each database its own format (SQLite's datetime text,
@@ -184,13 +181,7 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
     varying = ("watch", "device", "channel", "trigger", "detected_at", "detected_payload")
     constants = _fresh_row(now)
     names = [*varying, *constants]
-    # Only quoted identifiers are formatted in; every value is a parameter.
-    sql = (
-        f"INSERT INTO {table} ({', '.join(column[name] for name in names)}) "  # noqa: S608
-        "SELECT u.*, " + ", ".join(["%s"] * len(constants)) + " FROM unnest("
-        "%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::jsonb[]"
-        ") AS u ON CONFLICT DO NOTHING"
-    )
+    statement = sql.enqueue_unnest(table, ", ".join(column[name] for name in names), len(constants))
     payload_field = fields["detected_payload"]
     assert isinstance(payload_field, models.JSONField)  # Outbox.detected_payload is declared one
     encoder = payload_field.encoder
@@ -207,6 +198,6 @@ def _enqueue_unnest(detections: Iterable[Detection], now: dt.datetime) -> int:
                 [d.detected_at for d in chunk],
                 [json.dumps(dict(d.payload), cls=encoder) for d in chunk],
             )
-            cursor.execute(sql, [*shared, *arrays])
+            cursor.execute(statement, [*shared, *arrays])
             inserted += cursor.rowcount
     return inserted

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from outbox import sql
 from outbox.models import TERMINAL, DispatchRun, Outbox, OutboxEvent
 from outbox.reporting.summary import refresh_snapshot
 
@@ -106,4 +107,4 @@ def refresh_planner_statistics() -> None:
     if connection.vendor != "sqlite":
         return
     with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {connection.ops.quote_name(Outbox._meta.db_table)}")
+        cursor.execute(sql.analyze_outbox(connection.ops.quote_name(Outbox._meta.db_table)))

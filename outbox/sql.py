@@ -70,3 +70,49 @@ def expired_leases_sqlite() -> str:
 def analyze_outbox(quoted_table: str) -> str:
     """Statistics for SQLite's planner about the outbox (retention, daily)."""
     return f"ANALYZE {quoted_table}"
+
+
+def conditional_update(table: str, assignments: list[str], source: str, where: list[str]) -> str:
+    """A transition: the rows whose ids, statuses (and fence) match are moved, each row's
+    from-status kept (`previous_status`); the rows that moved, and where from, come back.
+    `source`: a FROM clause of the rows' own values, or empty."""
+    return (
+        f"UPDATE {table} SET {', '.join(assignments)}{source} "  # noqa: S608
+        f"WHERE {' AND '.join(where)} RETURNING id, previous_status"
+    )
+
+
+def events_from_json(table: str, columns: str) -> str:
+    """PostgreSQL: the events of one transition from one JSON document of them (id,
+    from_status, detail, data). Parameters: to, reason, actor, at, the document."""
+    return (
+        f"INSERT INTO {table} ({columns}) SELECT r.id, r.from_status, %s, %s, r.detail, "  # noqa: S608
+        "r.data, %s, %s FROM jsonb_to_recordset(%s::jsonb) "
+        "AS r(id bigint, from_status text, detail text, data jsonb)"
+    )
+
+
+def insert_row(table: str, columns: str, count: int) -> str:
+    """One row of `count` values (SQLite's events, through executemany)."""
+    return f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * count)})"  # noqa: S608
+
+
+def enqueue_values(table: str, columns: str, row: str, rows: int) -> str:
+    """SQLite: many outbox rows, each inserted unless the day's row of its watch, trigger
+    and channel exists (the dedup index)."""
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} "  # noqa: S608
+        "ON CONFLICT DO NOTHING"
+    )
+
+
+def enqueue_unnest(table: str, columns: str, constants: int) -> str:
+    """PostgreSQL: many outbox rows from one array per column that differs between rows
+    (watch, device, channel, trigger, detected_at, payload), the rest constants; each
+    inserted unless the day's row exists. Parameters: the constants, then the arrays."""
+    return (
+        f"INSERT INTO {table} ({columns}) "  # noqa: S608
+        "SELECT u.*, " + ", ".join(["%s"] * constants) + " FROM unnest("
+        "%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::jsonb[]"
+        ") AS u ON CONFLICT DO NOTHING"
+    )

@@ -34,6 +34,7 @@ from django.utils import timezone
 from common.counters import count_transition
 from common.fields import concrete_field
 from common.lookups import among, one_of
+from outbox import sql
 from outbox.models import Outbox, OutboxEvent, Reason, Status
 
 # to-status -> statuses it may be reached from
@@ -334,13 +335,11 @@ def _update_returning(
     # from-status for the event without a second, racy read.
     if record_previous:
         assignments.insert(0, "previous_status = status")
-    # Only quoted identifiers and placeholders are formatted in; every value is a parameter.
-    sql = (
-        f"UPDATE {connection.ops.quote_name(_TABLE)} SET {', '.join(assignments)}{source} "  # noqa: S608
-        f"WHERE {' AND '.join(where)} RETURNING id, previous_status"
+    statement = sql.conditional_update(
+        connection.ops.quote_name(_TABLE), assignments, source, where
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement, params)
         return [(row[0], row[1]) for row in cursor.fetchall()]
 
 
@@ -404,10 +403,7 @@ def _write_events(
         )
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT r.id, r.from_status, %s, %s, r.detail, "  # noqa: S608
-                "r.data, %s, %s FROM jsonb_to_recordset(%s::jsonb) "
-                "AS r(id bigint, from_status text, detail text, data jsonb)",
-                [to.value, reason, actor, at, records],
+                sql.events_from_json(table, columns), [to.value, reason, actor, at, records]
             )
         return
     db = connections[DEFAULT_DB_ALIAS]
@@ -424,9 +420,8 @@ def _write_events(
         )
         for (row_id, from_status), values in zip(won, data, strict=True)
     ]
-    placeholders = ", ".join(["%s"] * len(fields))
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", params)  # noqa: S608
+        cursor.executemany(sql.insert_row(table, columns, len(fields)), params)
 
 
 def _event_data(outcome: Outcome) -> dict[str, Any] | None:
