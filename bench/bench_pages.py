@@ -136,9 +136,9 @@ def build(vendor: str) -> int:
         )
         cursor.execute("ANALYZE")
         cursor.execute("SELECT COUNT(*) FROM watches_pricepoint")
-        points = cursor.fetchone()[0]
+        stored = cursor.fetchone()[0]
     make_product(ids[LISTINGS // 4 : LISTINGS // 4 + len(SHOPS)], now)
-    return points
+    return stored
 
 
 def make_product(offer_ids: list[int], now: dt.datetime) -> None:

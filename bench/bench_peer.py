@@ -254,7 +254,8 @@ def profile(rows: int) -> None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats(30)
         # (file, line, function) -> (calls, primitive calls, own time, cumulative, callers)
-        cumulative = {key: value[3] for key, value in stats.stats.items()}
+        # (`Stats.stats` is public in CPython but not in typeshed.)
+        cumulative = {key: value[3] for key, value in stats.stats.items()}  # type: ignore[attr-defined]
         for what, functions in PARTS[side]:
             seconds = sum(
                 spent
@@ -328,14 +329,16 @@ def queue_post_office(mails: list) -> None:
     template = EmailTemplate.objects.create(
         name="notification",
         subject=SUBJECT_TEMPLATE,
-        content=get_template("outbox/email/notification.txt").template.source,
-        html_content=get_template("outbox/email/notification.html").template.source,
+        # The Django backend's template object holds the engine's, whose source is the text.
+        content=get_template("outbox/email/notification.txt").template.source,  # type: ignore[attr-defined]
+        html_content=get_template("outbox/email/notification.html").template.source,  # type: ignore[attr-defined]
     )
     told = dict(Outbox.objects.filter(sent_message__isnull=False).values_list("id", "sent_message"))
     settings_url = settings.SITE_URL + reverse("device-settings")
     queued = []
     for mail in mails:
         told_message = told[int(_message_id(mail).split("-")[1].split("@")[0])]
+        assert told_message is not None  # only rows with a sent message were read
         headers = dict(mail.extra_headers)
         every = {"sender": mail.from_email, "recipients": mail.to, "headers": headers}
         context = {

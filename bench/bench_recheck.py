@@ -449,8 +449,8 @@ def _result(path, fake, asked_before, too_many_before, cycles, wall) -> Result:
     ages = OutboxEvent.objects.filter(data__has_key="fresh_age_seconds").values_list(
         "to_status", "data"
     )
-    fresh_sent = sorted(d["fresh_age_seconds"] for s, d in ages if s == Status.SENT)
-    fresh_expired = sorted(d["fresh_age_seconds"] for s, d in ages if s == Status.RETRY)
+    fresh_sent = sorted(d["fresh_age_seconds"] for s, d in ages if d and s == Status.SENT)
+    fresh_expired = sorted(d["fresh_age_seconds"] for s, d in ages if d and s == Status.RETRY)
     first_held = retry_events.filter(reason=Reason.FRESH_VALUE_EXPIRED).order_by("id").first()
     return Result(
         path=path,
@@ -568,7 +568,7 @@ def _left(r: Result) -> int:
 def _drained(values: list[float | None]) -> str:
     if any(v is None for v in values):
         return "not drained" if all(v is None for v in values) else "not in every round"
-    return f"{statistics.median(values):,.0f} s"
+    return f"{statistics.median([v for v in values if v is not None]):,.0f} s"
 
 
 def _ages(ages: list[float]) -> str:

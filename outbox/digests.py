@@ -62,7 +62,7 @@ def plan(to_send: list[tuple[Outbox, Message]]) -> list[tuple[Outbox, Message]]:
             form = earlier_form(row)
             if form is None:
                 fresh.append(index)
-            elif form == ALONE:
+            elif isinstance(form, str):  # ALONE
                 sends.append((row, message))
             else:
                 parts[_part(form["tag"])].append(index)

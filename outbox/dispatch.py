@@ -201,9 +201,7 @@ def _decide_and_deliver(
     fresh_at: dict[int, dt.datetime] = {}
     max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
     _recheck(cycle, live, decisions, fresh_at, max_age)
-    to_send = [
-        (row, decisions[row.id].message) for row in live if decisions[row.id].message is not None
-    ]
+    to_send = [(row, message) for row in live if (message := decisions[row.id].message) is not None]
     if to_send:
         # Several rows for one device and channel go out as one digest; each row still gets
         # its own outcome from what the channel said about the digest.
@@ -318,7 +316,7 @@ def _deliver_in_steps(
                 decision.digest = digests.membership(message, row_id)
                 if delivery.gated_at is not None:
                     age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
-                    decision.data["fresh_age_seconds"] = round(age, 3)
+                    decision.data = {**(decision.data or {}), "fresh_age_seconds": round(age, 3)}
                 apply_delivery(decision, delivery)
         waiting.extendleft(reversed(back))
 
@@ -331,9 +329,9 @@ def _still_to_send(
     still = []
     for row, message in step:
         holding = [
-            (by_id[row_id], decisions[row_id].message)
+            (by_id[row_id], fresh)
             for row_id in message.rows or (row.id,)
-            if decisions[row_id].message is not None
+            if (fresh := decisions[row_id].message) is not None
         ]
         send = digests.regroup(message, holding)
         if send is not None:

@@ -3,6 +3,7 @@ that never joins a million rows to match a name, and the staff levers as actions
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 
 from django.contrib import admin, messages
@@ -136,6 +137,7 @@ class OutboxAdmin(
     def next_or_done(self, row: Outbox) -> str:
         """A queued row's next attempt, a row in flight its claim, a finished row when it
         finished: the one time that matters for where the row stands."""
+        at: dt.datetime | None
         if row.status in DUE_STATUSES:
             at = row.next_attempt_at
         elif row.status in TERMINAL:

@@ -24,7 +24,7 @@ from watches.models import Listing, Watch
 
 
 def _lock(model: type[Model], pk: int) -> None:
-    list(model.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True))
+    list(model._default_manager.select_for_update().filter(pk=pk).values_list("pk", flat=True))
 
 
 def _wait_for_a_waiter(timeout: float = 10.0) -> None:
@@ -162,6 +162,7 @@ def test_a_serialization_failure_runs_again_and_goes_through():
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             price = Listing.objects.get(pk=listing.pk).price  # the snapshot is taken here
+            assert price is not None
             read.set()
             assert written.wait(10)
             Listing.objects.filter(pk=listing.pk).update(price=price - 20)
@@ -182,7 +183,9 @@ def _two_due_rows() -> tuple[Outbox, Outbox]:
     device = DeviceFactory()
     first, second = (
         enqueue_for(
-            WatchFactory(listing=ListingFactory(price=900), device=device, target_price=950)
+            WatchFactory.create(
+                listing=ListingFactory.create(price=900), device=device, target_price=950
+            )
         )
         for _ in range(2)
     )

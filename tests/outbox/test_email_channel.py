@@ -287,7 +287,7 @@ def test_staff_find_email_rows_by_the_channel_filter(admin_client):
     assert "E-mail" in page
 
 
-# --- found in review (stop 28) -------------------------------------------------------------
+# --- found in review ---------------------------------------------------------------------
 
 _DETECTED = {"value": "1000", "line": "1200", "price": 1000}
 

@@ -32,7 +32,7 @@ def frozen():
 
 
 def offer(product: Product, price: int, shop: str) -> Listing:
-    listing = ListingFactory(name=NAME, shop_name=shop, price=price)
+    listing = ListingFactory.create(name=NAME, shop_name=shop, price=price)
     Listing.objects.filter(pk=listing.pk).update(product=product, jan=product.jan)
     listing.refresh_from_db()
     return with_history(listing, [price + 50] * 20 + [price], now=NOW)
@@ -60,7 +60,9 @@ def poll(listing: Listing, price: int, at: dt.datetime) -> None:
 
 
 def token(body: str) -> str:
-    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', body).group(1)
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', body)
+    assert found is not None, "the page has no CSRF token"
+    return found.group(1)
 
 
 def chart(body: str) -> str:

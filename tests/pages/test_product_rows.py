@@ -28,7 +28,7 @@ def frozen():
 
 def offer(product: Product, price: int, usual: int, *, shipping: int | None = 0) -> Listing:
     """An offer of `product` at `price` now, after 40 days at `usual`."""
-    listing = ListingFactory(
+    listing = ListingFactory.create(
         name=NAME, category="トイレットペーパー", price=price, shipping=shipping
     )
     Listing.objects.filter(pk=listing.pk).update(product=product, jan=product.jan)

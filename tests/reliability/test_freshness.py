@@ -117,7 +117,7 @@ def _passes(ichiba, channel, traveller, market, codes, passes, per_listing) -> d
     rng = random.Random(7)
     start = timezone.now()
     listings = [
-        ListingFactory(
+        ListingFactory.create(
             source="rakuten",
             item_code=code,
             price=TARGET,
@@ -131,7 +131,7 @@ def _passes(ichiba, channel, traveller, market, codes, passes, per_listing) -> d
         traveller.move_to(start + dt.timedelta(minutes=10 * pass_))
         watches = Watch.objects.bulk_create(
             Watch(
-                device=DeviceFactory(),
+                device=DeviceFactory.create(),
                 listing=listing,
                 trigger=Trigger.TARGET_PRICE,
                 target_price=TARGET,
@@ -147,6 +147,7 @@ def _passes(ichiba, channel, traveller, market, codes, passes, per_listing) -> d
         found["requests"] += len(ichiba.requests) - asked
         for row_id, _ in channel.delivered[told:]:
             row = Outbox.objects.select_related("watch__listing").get(pk=row_id)
+            assert row.sent_at is not None  # delivered this cycle
             went_out = row.sent_at.timestamp() - DELIVERY_SECONDS
             found["told"].append(market.price(row.watch.listing.item_code, went_out))
         rows = Outbox.objects.filter(watch__in=watches)

@@ -166,8 +166,8 @@ def price_chart(
     nets = [p for p in net_points if p.observed_at >= start]
     if [p.effective_price for p in nets] == [p.effective_price for p in points]:
         nets = []  # no points at any time: one line says it all
-    values = [p.effective_price for p in priced]
-    values += [p.effective_price for p in nets if p.in_stock and p.effective_price is not None]
+    values = [v for p in priced if (v := p.effective_price) is not None]
+    values += [v for p in nets if p.in_stock and (v := p.effective_price) is not None]
     marks = [v for v in (low, typical, int(target) if target is not None else None) if v]
     lo: float
     hi: float
@@ -200,6 +200,7 @@ def price_chart(
         if value
     )
     last = priced[-1]
+    assert last.effective_price is not None  # `priced` holds priced points only
     return Chart(
         path=path,
         net_path=net_path,

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from django.contrib.messages import get_messages
 from django.core.cache import caches
@@ -87,7 +87,7 @@ def listing_version(listing_id: int) -> int:
     return _version(LISTING_VERSION_KEY % listing_id, LISTING_VERSION_SECONDS)
 
 
-def products_changed(product_ids: Iterable[int]) -> None:
+def products_changed(product_ids: Iterable[int | None]) -> None:
     """Make these products' pages stale: their own row changed, or a listing joined them.
     (What their offers show moves with the offers' own versions.)"""
     keys = [PRODUCT_VERSION_KEY % pk for pk in set(product_ids) if pk is not None]
@@ -205,7 +205,7 @@ def _cached(
             _local[key] = entry
             while len(_local) > LOCAL_ENTRIES:
                 _local.popitem(last=False)
-    return entry[1]
+    return cast(T, entry[1])
 
 
 def with_csrf(request: HttpRequest, html: str) -> SafeString:

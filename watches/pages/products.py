@@ -149,9 +149,9 @@ def product_detail(request: HttpRequest, product_id: int) -> HttpResponse:
         if not any(not offer.paused for offer in offers):
             form.add_error(None, _("No shop offers this product now, so it cannot be watched."))
         elif form.is_valid():
-            device = devices.get_or_create_device(request)
-            watch, created = save_product_watch(device, product, form.params())
-            messages.success(request, watchlist.saved_message(watch, device, created=created))
+            owner = devices.get_or_create_device(request)
+            watch, created = save_product_watch(owner, product, form.params())
+            messages.success(request, watchlist.saved_message(watch, owner, created=created))
             return redirect(reverse("product", args=[product.pk]) + "#your-watches")
         status = 400
     else:
@@ -235,7 +235,8 @@ def _history(product: Product, offers: list[Listing], now: dt.datetime) -> Produ
         html = render_to_string("watches/_price_chart.html", context)
         return ProductHistory(typical, low, html, typical_net, low_net)
 
-    marks = tuple((offer.pk, offer.newest_point_at) for offer in offers)
+    # `newest_point_at` is annotated by offers_with_newest_point.
+    marks = tuple((offer.pk, offer.newest_point_at) for offer in offers)  # type: ignore[attr-defined]
     return pagecache.value("product-history", (product.pk, marks), compute, pagecache.PURE)
 
 
@@ -335,7 +336,7 @@ def _product_main(product: Product, offers: list[Listing], history: ProductHisto
         ),
         history.chart_html,
     )
-    html = pagecache.fragment(
+    html: str = pagecache.fragment(
         "product-main",
         shown,
         lambda: render_to_string("watches/_product_main.html", context),

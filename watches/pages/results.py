@@ -40,18 +40,20 @@ def rows(*groups: Iterable[Listing | Product]) -> list[list[Row]]:
     product."""
     groups_ = [list(group) for group in groups]
     offers = offers_by_product(
-        item.pk if isinstance(item, Product) else item.product_id
-        for group in groups_
-        for item in group
-        if isinstance(item, Product) or item.product_id
+        product_id for group in groups_ for item in group if (product_id := _product_id(item))
     )
     return [[row for item in group if (row := _row(item, offers)) is not None] for group in groups_]
 
 
+def _product_id(item: Listing | Product) -> int | None:
+    return item.pk if isinstance(item, Product) else item.product_id
+
+
 def _row(item: Listing | Product, offers: dict[int, list[Listing]]) -> Row | None:
-    if isinstance(item, Listing) and not item.product_id:
+    product_id = _product_id(item)
+    if product_id is None:
+        assert isinstance(item, Listing)  # a product is its own product
         return Row(item, item, typical=item.typical_net or item.typical_price)
-    product_id = item.pk if isinstance(item, Product) else item.product_id
     tracked = offers.get(product_id, [])
     if not tracked:
         return None  # every offer was paused since the list was read

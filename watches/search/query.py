@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
@@ -159,7 +160,8 @@ def cheap_now(limit: int = 10) -> list[Listing | Product]:
         .order_by("drop", "id")[:limit]
     )
     both: list[Listing | Product] = [*listings, *products]
-    return sorted(both, key=lambda item: item.drop)[:limit]
+    # Both querysets annotate `drop`.
+    return sorted(both, key=operator.attrgetter("drop"))[:limit]
 
 
 def _drop(price: F, typical: F) -> ExpressionWrapper:
