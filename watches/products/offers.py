@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TypeVar
 
 from django.db.models import OuterRef, Subquery
 
@@ -100,7 +100,8 @@ def offers_by_product(product_ids: Iterable[int]) -> dict[int, list[Listing]]:
     if ids:
         tracked = Listing.objects.filter(product_id__in=ids, paused=False).select_related("product")
         for offer in tracked.order_by("id"):
-            offers[cast(int, offer.product_id)].append(offer)  # filtered on it above
+            assert offer.product_id is not None  # filtered on it above
+            offers[offer.product_id].append(offer)
     return offers
 
 
