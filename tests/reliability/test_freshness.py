@@ -31,6 +31,10 @@ TARGET = 1000
 # hours, a price war) and a calm one (once an hour: an ordinary shop's day). Each move is up
 # to 5 % either way, prices staying around the watches' target.
 MARKETS = {"busy": 1 / 60, "calm": 1 / 3600}
+# Where the listings are sold: each item in a shop of its own (every re-check asks for its
+# item alone), or the busy market's items in four shops (rows due together for one shop are
+# re-checked through its feed's first pages: one request answers several).
+LAYOUTS = {"own shop": None, "4 shops": 4}
 STEP = 0.05
 # One delivery takes this long (the channel, one at a time).
 DELIVERY_SECONDS = 0.5
@@ -68,24 +72,40 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
     answer = ichiba.answer
 
     def at_market_price(request):
-        code = request.query.get("itemCode", "")
-        market = markets.get(code.partition("-")[0])
-        if market is not None:
-            ichiba.add(code, price=market.price(code, timezone.now().timestamp()))
+        # The market's price at the moment of the request, for the item asked or for every
+        # item of the shop whose page is asked (a changed price moves it up the feed).
+        now = timezone.now().timestamp()
+        code, shop = request.query.get("itemCode", ""), request.query.get("shopCode", "")
+        asked = [code] if code else [c for c in list(ichiba.items) if c.split(":")[0] == shop]
+        for each in asked:
+            market = markets.get(each.partition("-")[0])
+            if market is None:
+                continue
+            if each in ichiba.items:
+                ichiba.set(each, price=market.price(each, now))
+            else:
+                ichiba.add(each, price=market.price(each, now))
         return answer(request)
 
     ichiba.answer = at_market_price
     recording_channel.during = lambda: traveller.shift(dt.timedelta(seconds=DELIVERY_SECONDS))
     with time_machine.travel(START, tick=False) as traveller:
-        for name in ["busy", "calm"] if full else ["busy"]:
-            # A shop each: every re-check asks for its item alone, at the market's price then.
-            codes = [f"{name}-{i}:item" for i in range(listings_n)]
-            markets[name] = Market(codes, passes * 600 + 600, seed=11, rate=MARKETS[name])
+        runs = [("busy", "own shop"), ("calm", "own shop"), ("busy", "4 shops")]
+        for name, layout in runs if full else [("busy", "own shop"), ("busy", "4 shops")]:
+            shops = LAYOUTS[layout]
+            key = name if shops is None else f"{name}shops"  # each run its own items
+            codes = [
+                f"{key}-{i}:item" if shops is None else f"{key}-{i % shops}:item{i}"
+                for i in range(listings_n)
+            ]
+            markets[key] = Market(codes, passes * 600 + 600, seed=11, rate=MARKETS[name])
+            for code in codes:  # in the marketplace's catalogue from the start
+                ichiba.add(code, price=markets[key].price(code, START.timestamp()))
             found = _passes(
                 ichiba,
                 recording_channel,
                 traveller,
-                markets[name],
+                markets[key],
                 codes,
                 passes,
                 watches_per_listing,
@@ -95,6 +115,7 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
             figures(
                 "freshness",
                 market=name,
+                shops=layout,
                 bound=bound,
                 passes=passes,
                 detected=found["detected"],
