@@ -1,10 +1,12 @@
 """The newcomer's path: every command of the README's command table, run exactly as printed
 (through bash, from the checkout) in its order, on a fresh database, exits 0. A long-running
-one (the cluster) must start, then stop cleanly on Ctrl-C. Also: `make run` on a busy port
-fails at once, with a message."""
+one (the cluster) must start, then stop cleanly on Ctrl-C. The first screen's "See a
+notification happen" does what its comments say. Also: `make run` on a busy port fails at
+once, with a message."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -73,6 +75,42 @@ def test_every_command_of_the_table_runs_as_printed_on_a_fresh_database(newcomer
         if done.returncode != 0:
             failures[command] = (done.returncode, done.stderr[-2000:])
     assert failures == {}
+
+
+def test_see_a_notification_happen_prints_what_its_comments_promise(newcomer):
+    section = README.read_text().split("\n## See a notification happen\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if line.strip()]
+    setup = ["manage.py migrate", "manage.py seed_demo"]
+    for command in (f"DEBUG=1 .venv/bin/python {step}" for step in setup):
+        subprocess.run(
+            ["bash", "-c", as_printed(command)],
+            cwd=ROOT,
+            env=newcomer,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+    promised_any = False
+    for line in lines:
+        command, _, comment = line.partition("#")
+        done = subprocess.run(
+            ["bash", "-c", as_printed(command)],
+            cwd=ROOT,
+            env=newcomer,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, (line, done.stderr[-2000:])
+        promised = dict(re.findall(r'"(\w+)": (\d+)', comment))
+        if promised:
+            promised_any = True
+            printed = json.loads(done.stdout.strip().splitlines()[-1])
+            assert {key: printed[key] for key in promised} == {
+                key: int(value) for key, value in promised.items()
+            }, line
+    assert promised_any, "the recipe's comments say what each step prints"
 
 
 def test_the_cluster_command_starts_and_stops_cleanly_on_ctrl_c(newcomer):
