@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
+import time
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from common import deadlines
 from common.bulk import update_by_id
 from common.registry import configured_instance, import_all
 from common.retry_after import MAX_SECONDS, parse_retry_after
@@ -399,3 +402,23 @@ def test_a_bad_mail_setting_stops_start_up_naming_it(name, value):
     )
     assert done.returncode != 0
     assert name in done.stderr
+
+
+def test_a_deadline_is_the_earliest_future_moment_noted_and_reaches_the_collection_around():
+    now = time.time()
+    with deadlines.collecting() as outer:
+        deadlines.note(now + 600)
+        with deadlines.collecting() as inner:
+            deadlines.note(now + 60)
+            deadlines.note(now - 5)  # already past: changes nothing to come
+            deadlines.note(now + 120)
+        deadlines.note(now + 300)
+    assert inner.at == now + 60
+    assert outer.at == now + 60, "what was built from the inner part changes with it"
+    deadlines.note(now + 1)  # outside any collection: ignored
+
+
+def test_nothing_noted_is_no_deadline():
+    with deadlines.collecting() as deadline:
+        pass
+    assert deadline.at == math.inf

@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
+from common import deadlines
+
 
 class Source(models.TextChoices):
     DEMO = "demo", _("Demo market")
@@ -261,7 +263,11 @@ class Listing(models.Model):
     def points_at(self, at: dt.datetime | None = None) -> int:
         """The points everyone gets at `at` (now): the campaign's while it holds, what is
         left after it once it ended."""
-        return points_at(self.points, self.points_until, self.points_after, at or timezone.now())
+        if at is None:
+            at = timezone.now()
+            if self.points_until is not None:
+                deadlines.note(self.points_until)  # what it reads changes then
+        return points_at(self.points, self.points_until, self.points_after, at)
 
     @property
     def points_now(self) -> int:
@@ -272,6 +278,7 @@ class Listing(models.Model):
         """Whether the campaign seen last is still on (None: no campaign with an end)."""
         if self.points_until is None:
             return None
+        deadlines.note(self.points_until)
         return timezone.now() < self.points_until
 
     @property

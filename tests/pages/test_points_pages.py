@@ -64,6 +64,16 @@ def test_once_the_campaign_has_ended_the_page_says_so_and_counts_what_is_left(cl
     assert "¥1,962" in html and "until 3/19 13:59)" not in html, "18 pt, the standard, is left"
 
 
+@pytest.mark.parametrize("path", ["listing", "/"])
+def test_a_page_cached_during_the_campaign_is_not_shown_after_it_ends(client, campaign, path):
+    path = f"/listings/{campaign.pk}/" if path == "listing" else path
+    during = page(client, path, at=dt.datetime(2026, 3, 19, 13, 54, tzinfo=JST))
+    assert "¥1,890" in during  # a first visitor's page, now in the cache
+    assert "until 3/19 13:59)" in during
+    after = page(client, path, at=dt.datetime(2026, 3, 19, 14, 2, tzinfo=JST))
+    assert "until 3/19 13:59)" not in after and "¥1,962" in after, "18 pt, the standard, left"
+
+
 def test_the_home_page_row_shows_the_price_after_points(client, campaign):
     html = page(client, "/")
     assert '<span class="price">¥1,890</span> <span class="unit">after points</span>' in html

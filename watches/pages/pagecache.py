@@ -14,7 +14,8 @@ moves when the product's row changes or a listing joins it, and the versions of 
 (`product_version`). All live in the shared `pages` cache (Redis with REDIS_URL, else files
 under var/, which the web server and the cluster of `make run` share). A fragment that
 depends only on what its key names carries `PURE`, no version at all.
-Entries also expire after FRAGMENT_SECONDS, for writers that do not tell.
+Entries also expire after FRAGMENT_SECONDS, for writers that do not tell, and when what they
+show changes by the clock alone (a points campaign's end: `common.deadlines`).
 
 As a key names one version, what it holds never changes: each process also keeps the last
 LOCAL_ENTRIES it used in memory, so a page served again costs one read of the version from the
@@ -24,6 +25,7 @@ shared cache instead of a read (and unpickling) of the whole page.
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
 import threading
 import time
@@ -37,6 +39,8 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language
+
+from common import deadlines
 
 CACHE = "pages"
 # A form fragment is rendered with this in place of the CSRF token, which is each visitor's
@@ -54,7 +58,8 @@ LOCAL_ENTRIES = 256
 
 T = TypeVar("T")
 
-_local: OrderedDict[str, tuple[float, object]] = OrderedDict()
+# key -> (expires at, value, the deadline of what it shows)
+_local: OrderedDict[str, tuple[float, object, float]] = OrderedDict()
 _local_lock = threading.Lock()
 
 
@@ -198,13 +203,20 @@ def _cached(
         cache = caches[CACHE]
         entry = cache.get(key)
         if entry is None:
+            # Kept no longer than what it shows holds by the clock (a campaign's end).
+            with deadlines.collecting() as deadline:
+                computed = compute()
+            expires = min(now + FRAGMENT_SECONDS, deadline.at)
             # The shared entry carries its expiry, so no process keeps it in memory longer.
-            entry = (now + FRAGMENT_SECONDS, compute())
-            cache.set(key, entry, timeout=FRAGMENT_SECONDS)
+            entry = (expires, computed, deadline.at)
+            cache.set(key, entry, timeout=max(1, math.ceil(expires - now)))
         with _local_lock:
             _local[key] = entry
             while len(_local) > LOCAL_ENTRIES:
                 _local.popitem(last=False)
+    # A page built around this fragment expires with it (an entry written before entries
+    # carried a deadline has none).
+    deadlines.note(entry[2] if len(entry) > 2 else math.inf)
     return cast(T, entry[1])
 
 

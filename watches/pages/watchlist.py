@@ -17,6 +17,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from common import deadlines
 from watches import units
 from watches.models import Device, Listing, PricePoint, Product, Trigger, Watch, unit_price
 from watches.points import Breakdown
@@ -258,6 +259,8 @@ def _breakdown_now(watch: Watch, listing: Listing, now: dt.datetime) -> Breakdow
     campaign may have ended since), the member-only points counted where they count for
     the watch's device."""
     on = listing.points_until is not None and now < listing.points_until
+    if listing.points_until is not None:
+        deadlines.note(listing.points_until)
     return Breakdown(
         price=listing.price,
         shipping=listing.shipping,
