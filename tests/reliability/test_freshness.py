@@ -44,10 +44,11 @@ class Market:
     """Each item's price as a function of time: piecewise constant, moving at random moments
     (the same for every bound, from the same seed)."""
 
-    def __init__(self, codes: list[str], seconds: int, seed: int, rate: float) -> None:
+    def __init__(
+        self, codes: list[str], start: float, seconds: int, seed: int, rate: float
+    ) -> None:
         rng = random.Random(seed)
         self.moves: dict[str, list[tuple[float, int]]] = {}
-        start = START.timestamp()
         for code in codes:
             price, moves = rng.randint(TARGET - 30, TARGET + 30), []
             moves.append((start - 1, price))
@@ -98,9 +99,11 @@ def test_what_the_refetch_bound_trades(ichiba, recording_channel, settings, full
                 f"{key}-{i}:item" if shops is None else f"{key}-{i % shops}:item{i}"
                 for i in range(listings_n)
             ]
-            markets[key] = Market(codes, passes * 600 + 600, seed=11, rate=MARKETS[name])
+            # Each run's prices move from its own start on (the clock goes on from the last).
+            begun = timezone.now().timestamp()
+            markets[key] = Market(codes, begun, passes * 600 + 600, seed=11, rate=MARKETS[name])
             for code in codes:  # in the marketplace's catalogue from the start
-                ichiba.add(code, price=markets[key].price(code, START.timestamp()))
+                ichiba.add(code, price=markets[key].price(code, begun))
             found = _passes(
                 ichiba,
                 recording_channel,
