@@ -6,9 +6,11 @@ first, watch it at a price. Screenshots of the product page on a phone (360×740
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from tests.browser import ARTIFACTS, BROWSER_MARKS
-from watches.models import Product, Watch
+from tests.factories import ListingFactory, with_history
+from watches.models import Listing, Product, Watch
 
 pytestmark = BROWSER_MARKS
 
@@ -149,7 +151,6 @@ def test_each_offer_reads_whole_on_a_phone_and_a_desktop(browser, live_server, s
     """A card per shop: nothing wider than the screen, and each offer's shop name, price and
     time of the last check each on one line — never a time broken as "21:0 / 7" or a shop
     name a character per line."""
-    from watches.models import Listing
     from watches.products.intake import add_product
 
     product = add_product(JAN)
@@ -190,16 +191,11 @@ FROM_WORDS = {
 
 @pytest.fixture
 def five_shops(transactional_db) -> Product:
-    from django.utils import timezone
-
-    from tests.factories import ListingFactory, with_history
-    from watches.models import Listing
-
     now = timezone.now()
     name = "スコッティ フラワーパック 12ロール ダブル"
     product = Product.objects.create(jan=JAN, name=name, units_per_pack=12, unit_label="roll")
     for price, usual, shipping in FIVE_SHOPS:
-        listing = ListingFactory(
+        listing = ListingFactory.create(
             name=name, category="トイレットペーパー", price=price, shipping=shipping
         )
         Listing.objects.filter(pk=listing.pk).update(product=product, jan=JAN)
