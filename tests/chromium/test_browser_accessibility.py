@@ -1,6 +1,7 @@
 """axe-core finds nothing on any page a person sees, in Japanese and English, on a phone
 (360 px) and a desktop (1280 px): every kind of page, filled as a person who watches things
-and has been told about them sees it.
+and has been told about them sees it — an offer in a points campaign among them, its
+breakdown and members-only points on its listing page, the product page and My watches.
 
 axe-core is vendored (tests/vendor/axe.min.js, see tests/vendor/README.md): the suite runs
 offline, and a new version is a reviewed change, not a surprise in CI."""
@@ -56,11 +57,33 @@ def world(transactional_db):
         now=now,
     )
     other = ListingFactory(name=NAME, price=520, shipping=None, jan=JAN)
+    # An offer in a points campaign (5×, until the day after tomorrow), with points only LYP
+    # premium members get beside it: the cheapest after points, on the product page too.
+    campaign = with_history(
+        ListingFactory(
+            name=NAME,
+            source="yahoo",
+            item_code="yasu-points_tp-12r",
+            price=560,
+            shipping=0,
+            points=140,
+            point_rate=5,
+            points_until=now + dt.timedelta(days=2),
+            points_after=28,
+            member_points=56,
+            last_polled_at=now,
+        ),
+        [600, 580, 560] * 10,
+        now=now,
+    )
     product = Product.objects.create(jan=JAN, name=NAME, units_per_pack=12, unit_label="roll")
-    Listing.objects.filter(pk__in=[listing.pk, other.pk]).update(product=product, jan=JAN)
+    Listing.objects.filter(pk__in=[listing.pk, other.pk, campaign.pk]).update(
+        product=product, jan=JAN
+    )
     watch = WatchFactory(device=device, listing=listing, target_price=560)
     WatchFactory(device=device, listing=other, product=product, target_price=500)
     WatchFactory(device=device, listing=listing, trigger=Trigger.PRICE_DROP, drop_percent=10)
+    WatchFactory(device=device, listing=campaign, target_price=450, after_points=True)
     message = {"title": NAME, "body": "¥548", "price": 548}
     OutboxFactory(
         watch=watch, channel="email", status=Status.SENT, sent_at=now, sent_message=message
@@ -77,6 +100,7 @@ def world(transactional_db):
         "search": "/?q=scottie",
         "category": "/?category=トイレットペーパー",
         "listing": f"/listings/{listing.pk}/",
+        "listing in a points campaign": f"/listings/{campaign.pk}/",
         "product": f"/products/{product.pk}/",
         "my watches": "/watches/",
         "edit watch": f"/watches/{watch.pk}/edit/",
@@ -110,6 +134,11 @@ def test_no_page_has_an_accessibility_violation(browser, live_server, world, loc
     found = {}
     for kind, path in pages.items():
         page.goto(f"{live_server.url}{path}")
+        if kind in ("listing in a points campaign", "product", "my watches"):
+            # What is checked holds the points: the breakdown, and the members' note.
+            assert page.locator(".breakdown").first.is_visible(), kind
+        if kind == "listing in a points campaign":
+            assert "LYP" in page.locator("main").inner_text()
         found[kind] = violations(page)
     # A form sent with a mistake: the error is next to the field.
     page.goto(f"{live_server.url}/")
@@ -120,4 +149,4 @@ def test_no_page_has_an_accessibility_violation(browser, live_server, world, loc
     found["a form with an error"] = violations(page)
     context.close()
     assert {kind: v for kind, v in found.items() if v} == {}
-    assert len(found) == 14
+    assert len(found) == 15

@@ -1,8 +1,11 @@
 """The Content-Security-Policy in Debian's chromium: the whole journey — the pages in both
 languages, a watch made and edited, the settings page with its service worker, the history,
-the refusal and not-found pages, and the admin as staff — sends the policy with every page and
-makes the browser report no violation (neither a `securitypolicyviolation` event nor a console
-message). A control proves the listener hears one."""
+a listing in a points campaign (its breakdown), a product found from a listing's JAN code and
+one added by typing its JAN code (a wrong one first), the mails' confirm and unsubscribe
+pages, a transfer link taken, the data deleted, the refusal and not-found pages, and the admin
+as staff — sends the policy with every page and makes the browser report no violation
+(neither a `securitypolicyviolation` event nor a console message). A control proves the
+listener hears one."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from django.utils import timezone
 from outbox.models import Outbox
 from tests.browser import BROWSER_MARKS, STAFF_PASSWORD
 from tests.factories import (
+    DeviceFactory,
     DispatchRunFactory,
     ListingFactory,
     OutboxEventFactory,
@@ -23,7 +27,9 @@ from tests.factories import (
     device_with_cookie,
     with_history,
 )
-from watches.models import Listing, Product, Watch
+from watches.devices import create_transfer_link
+from watches.email_address import confirm_token, unsubscribe_token
+from watches.models import Device, Listing, Product, Watch
 
 pytestmark = BROWSER_MARKS
 
@@ -110,14 +116,41 @@ def world(transactional_db):
     row = OutboxFactory(watch=WatchFactory(listing=listing), status="sent", sent_at=now)
     OutboxEventFactory(outbox=row)
     DispatchRunFactory()
-    return {"listing": listing, "product": product, "row": row}
+    # In a points campaign: 5× until the day after tomorrow, and points only members get.
+    campaign = ListingFactory(
+        name="アタック 洗濯洗剤 詰め替え",
+        price=1980,
+        shipping=0,
+        points=99,
+        point_rate=5,
+        points_until=now + dt.timedelta(days=2),
+        points_after=19,
+        member_points=40,
+    )
+    return {"listing": listing, "product": product, "row": row, "campaign": campaign}
+
+
+ADD_JAN = "4902011713107"  # typed in the JAN form
+LISTING_JAN = "4902200000018"  # known to a listing, whose other shops are asked for
+
+
+@pytest.fixture
+def shops(yahoo):
+    """Two shops of each JAN code at the fake Yahoo! Shopping."""
+    for jan in (ADD_JAN, LISTING_JAN):
+        for store, price in (("csp-a", 480), ("csp-b", 460)):
+            yahoo.add(f"{store}_{jan}", jan=jan, price=price, name=f"ティッシュ {jan}")
+    return yahoo
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
-def test_the_pages_and_the_service_worker_report_no_violation(browser, live_server, world, lang):
+def test_the_pages_and_the_service_worker_report_no_violation(
+    browser, live_server, world, shops, lang
+):
     journey = Journey(browser, live_server, {"en": "en-US", "ja": "ja-JP"}[lang])
     page = journey.page
     listing, product = world["listing"], world["product"]
+    with_jan = ListingFactory(source="rakuten", item_code="csp-shop:tissue", jan=LISTING_JAN)
 
     journey.visit("/")
     page.fill("#q", "トイレ")
@@ -137,6 +170,45 @@ def test_the_pages_and_the_service_worker_report_no_violation(browser, live_serv
     worker = page.evaluate(WORKER_ACTIVE)
     assert worker == {"scope": f"{live_server.url}/", "state": "activated"}
     journey.visit("/notifications/")
+    # A listing in a points campaign: its breakdown, member-only points beside it.
+    journey.visit(f"/listings/{world['campaign'].pk}/")
+    assert page.locator(".breakdown").first.is_visible()
+    # From a listing whose JAN code is known to its product (POST /listings/<id>/product).
+    journey.visit(f"/listings/{with_jan.pk}/")
+    page.locator(f"form[action='/listings/{with_jan.pk}/product'] button").click()
+    page.wait_for_url("**/products/*/")
+    assert page.locator("ol.offers .offer").count() == 3
+    # Adding a product by its JAN code: a wrong check digit told on /products/add, then right.
+    journey.visit("/")
+    page.locator("#add-jan summary").click()
+    page.fill("#add-jan input[name=jan]", ADD_JAN[:-1] + "0")
+    page.locator("#add-jan button[type=submit]").first.click()
+    page.wait_for_url("**/products/add")
+    page.fill("#add-jan input[name=jan]", ADD_JAN)
+    page.locator("#add-jan button[type=submit]").first.click()
+    page.wait_for_url("**/products/*/")
+    assert Product.objects.filter(jan=ADD_JAN).exists()
+    # The mails' pages: confirming the address, and unsubscribing, each a GET then a POST.
+    Device.objects.filter(pk=watch.device_id).update(email="me@mail.example")
+    device = Device.objects.get(pk=watch.device_id)
+    journey.visit(f"/email/confirm/{confirm_token(device)}/")
+    page.locator("main form button[type=submit]").click()
+    page.wait_for_url("**/settings/#email-h")
+    journey.visit(f"/email/unsubscribe/{unsubscribe_token(device.pk, device.email)}/")
+    page.locator("main form button[type=submit]").click()
+    page.wait_for_load_state("load")
+    assert not Device.objects.get(pk=device.pk).email
+    # Moving another browser's watches here through its transfer link.
+    journey.visit("/transfer/no-such-link/", expect_status=404)
+    other = DeviceFactory()
+    journey.visit(f"/transfer/{create_transfer_link(other)}/")
+    page.locator("main form button[type=submit]").click()
+    page.wait_for_url("**/settings/")
+    # Deleting everything: the box ticked, the form sent.
+    page.locator("#confirm-delete").check()
+    page.locator("section[aria-labelledby=delete-h] button[type=submit]").click()
+    page.wait_for_url("**/settings/")
+    assert not Device.objects.filter(pk=other.pk).exists()
     journey.visit("/?q=abc%00", expect_status=400)
     journey.visit("/no-such-page/", expect_status=404)
     # The language switch (a form posting to this site, then back).
@@ -144,7 +216,7 @@ def test_the_pages_and_the_service_worker_report_no_violation(browser, live_serv
     page.wait_for_load_state("load")
 
     journey.clean()
-    assert len(journey.policies) >= 10
+    assert len(journey.policies) >= 20
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

@@ -1,7 +1,9 @@
 """The price after points in a real browser (Debian's chromium, Playwright), in Japanese and
 English, on a phone (360 px) and a desktop (1280 px): the breakdown — price, shipping,
 points, the price after points — reads whole on the listing page, the product page, My
-watches and /notifications/ (a row held back because the points campaign ended). Nothing is
+watches and /notifications/ (a row held back because the points campaign ended); the listing
+says its unit price after points, and the product page lists first, as the cheapest, the
+offer that is cheapest after points (¥520 − 60 pt = ¥460), not by price (¥505). Nothing is
 wider than the screen, and no term of the sum is split across lines. Screenshots go to
 test-artifacts/ (git-ignored)."""
 
@@ -35,8 +37,24 @@ TERMS_WHOLE = """() => Array.from(document.querySelectorAll(".breakdown .term"))
   return term.getClientRects().length === 1 && rect.right <= box.right + 1;
 })"""
 WORDS = {
-    "en": {"sum": "= ¥1,890", "campaign": "(5×, until", "ended": "points campaign ended"},
-    "ja": {"sum": "＝ 実質¥1,890", "campaign": "（5倍・", "ended": "ポイントキャンペーンが終わり"},
+    "en": {
+        "sum": "= ¥1,890",
+        "campaign": "(5×, until",
+        "ended": "points campaign ended",
+        "unit": "Unit price after points ¥157.50 per roll",
+        "best sum": "= ¥460",
+        "from": "from ¥460 at 3 shops",
+        "cheapest": "Cheapest",
+    },
+    "ja": {
+        "sum": "＝ 実質¥1,890",
+        "campaign": "（5倍・",
+        "ended": "ポイントキャンペーンが終わり",
+        "unit": "ポイント還元後の単価 1ロールあたり¥157.50",
+        "best sum": "＝ 実質¥460",
+        "from": "3店で ¥460 から",
+        "cheapest": "最安",
+    },
 }
 
 
@@ -103,9 +121,24 @@ def test_the_breakdown_reads_whole_on_every_page(browser, live_server, world, la
         assert breakdowns.first.is_visible(), kind
         text = " ".join(breakdowns.all_inner_texts())
         if kind == "product":
-            assert "¥520" in text and "60" in text, "the cheapest after points: ¥460"
+            # ¥520 − 60 pt = ¥460 beats ¥505 − 5 pt = ¥500: listed first, as the cheapest.
+            best = page.locator(".best-offer").inner_text()
+            assert "¥520" in best and "60" in best and words["best sum"] in best, best
+            assert words["from"] in page.locator(".offers-from").inner_text()
+            offers = page.locator("ol.offers .offer")
+            prices = offers.locator(".offer-price .price").all_inner_texts()
+            assert prices == ["¥460", "¥500", "¥614"], prices
+            first = offers.first
+            assert "best" in (first.get_attribute("class") or "").split()
+            assert first.locator(".status.best").inner_text() == words["cheapest"]
+            assert offers.locator(".status.best").count() == 1
+            first_sum = first.locator(".breakdown").inner_text()
+            assert "¥520" in first_sum and words["best sum"] in first_sum, first_sum
         else:
             assert words["sum"] in text and words["campaign"] in text, (kind, text)
+        if kind == "listing":
+            facts = " ".join(page.locator(".facts").inner_text().split())
+            assert words["unit"] in facts, facts
         if kind == "notifications":
             assert words["ended"] in page.locator("ul.history").inner_text()
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")

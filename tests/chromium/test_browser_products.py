@@ -6,9 +6,11 @@ first, watch it at a price. Screenshots of the product page on a phone (360×740
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from tests.browser import ARTIFACTS, BROWSER_MARKS
-from watches.models import Product, Watch
+from tests.factories import ListingFactory, with_history
+from watches.models import Listing, Product, Watch
 
 pytestmark = BROWSER_MARKS
 
@@ -149,7 +151,6 @@ def test_each_offer_reads_whole_on_a_phone_and_a_desktop(browser, live_server, s
     """A card per shop: nothing wider than the screen, and each offer's shop name, price and
     time of the last check each on one line — never a time broken as "21:0 / 7" or a shop
     name a character per line."""
-    from watches.models import Listing
     from watches.products.intake import add_product
 
     product = add_product(JAN)
@@ -177,3 +178,61 @@ def test_each_offer_reads_whole_on_a_phone_and_a_desktop(browser, live_server, s
         assert long_name.get_attribute("title") == LONG_SHOP, "the whole name, when cut"
         page.screenshot(path=str(ARTIFACTS / f"product-{lang}-{width}.png"), full_page=True)
         context.close()
+
+
+# One product in five shops, as a shopper meets it on the home page and in a search: the first
+# offer at ¥431 (down from ¥500), the cheapest at ¥401, one with its shipping unknown.
+FIVE_SHOPS = [(431, 500, 0), (401, 450, 0), (520, 520, 0), (530, 530, None), (612, 612, 0)]
+FROM_WORDS = {
+    "en": {"from": "from ¥401 at 5 shops", "unit": "¥33.42 per roll"},
+    "ja": {"from": "5店で ¥401 から", "unit": "1ロールあたり¥33.42"},
+}
+
+
+@pytest.fixture
+def five_shops(transactional_db) -> Product:
+    now = timezone.now()
+    name = "スコッティ フラワーパック 12ロール ダブル"
+    product = Product.objects.create(jan=JAN, name=name, units_per_pack=12, unit_label="roll")
+    for price, usual, shipping in FIVE_SHOPS:
+        listing = ListingFactory.create(
+            name=name, category="トイレットペーパー", price=price, shipping=shipping
+        )
+        Listing.objects.filter(pk=listing.pk).update(product=product, jan=JAN)
+        with_history(listing, [usual] * 40 + [price], now=now)
+    return product
+
+
+@pytest.mark.parametrize("width", [360, 1280])
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_home_and_search_show_a_product_once_at_its_cheapest_offer(
+    browser, live_server, five_shops, lang, width
+):
+    """Issue 40 §2 as a shopper sees it: "Cheap right now", "All listings" and a search each
+    show the product in one row, whose big number is the cheapest offer (¥401, not the first
+    shop's ¥431), beside "from ¥401 at 5 shops" and that offer's price per roll."""
+    words = FROM_WORDS[lang]
+    context, page = new_page(browser, width, 800, {"ja": "ja-JP", "en": "en-US"}[lang])
+    product_link = f"a.name[href='/products/{five_shops.pk}/']"
+    for path, sections in (
+        ("/", ("cheap-h", "all-h")),
+        ("/?q=スコッティ", ("all-h",)),
+        ("/?q=scottie", ("all-h",)),
+    ):
+        page.goto(f"{live_server.url}{path}")
+        assert page.locator(f'html[lang="{lang}"]').count() == 1
+        for heading in sections:
+            section = page.locator(f"section[aria-labelledby={heading}]")
+            rows = section.locator(".listing-row")
+            assert rows.count() == 1, (path, heading, rows.all_inner_texts())
+            row = rows.first
+            assert row.locator(product_link).is_visible(), (path, heading)
+            assert row.locator(".prices .price").all_inner_texts() == ["¥401"], (path, heading)
+            meta = row.locator(".what .meta").inner_text()
+            assert words["from"] in meta, (path, heading, meta)
+            assert words["unit"] in row.locator(".prices").inner_text().replace("\n", "")
+            assert "¥431" not in row.inner_text()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} at {width}px: {overflow}px too wide"
+    page.screenshot(path=str(ARTIFACTS / f"from-price-{lang}-{width}.png"), full_page=True)
+    context.close()

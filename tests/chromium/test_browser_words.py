@@ -1,8 +1,9 @@
-"""Words that are true, as a person reads them in Chromium at 360 px in the page's language:
-which channel reaches them (never "nothing can reach you" above a mail that reached them),
-a notification held by quiet hours says until when, a watch saved while its condition
-already holds says so and what follows, an offer's page shows a product watch as the
-product's, a refused push says why and offers e-mail, and each language is named in itself."""
+"""Words that are true, as a person reads them in Chromium in the page's language, on a phone
+(360 px) and for some on a desktop (1280 px) too: which channel reaches them (never "nothing
+can reach you" above a mail that reached them), a notification held by quiet hours says until
+when, a watch saved while its condition already holds says so and what follows, an offer's
+page shows a product watch as the product's, a refused push says why and offers e-mail, and
+each language is named in itself."""
 
 from __future__ import annotations
 
@@ -37,9 +38,37 @@ if (window.PushManager) {
 """
 
 
-def phone(browser, locale: str = "en-US"):
-    context = browser.new_context(viewport={"width": 360, "height": 740}, locale=locale)
+def phone(browser, locale: str = "en-US", width: int = 360):
+    context = browser.new_context(viewport={"width": width, "height": 740}, locale=locale)
     return context, context.new_page()
+
+
+LOCALES = {"ja": "ja-JP", "en": "en-US"}
+# What each language says, for the tests run in both at both widths.
+WORDS = {
+    "en": {
+        "label": "Your price (yen)",
+        "held": "Your quiet hours hold notifications until 08:00",
+        "next check": "after the next check",
+        "product watch": "You watch this product at every shop",
+        "any shop": "Any shop at or below ¥370",
+        "watching this": "You are watching this",
+        "offers link": "Every shop's offer",
+    },
+    "ja": {
+        "label": "希望価格（円）",
+        "held": "おやすみ時間のため、お知らせは08:00まで保留します",
+        "next check": "次の確認のあとにお知らせします",
+        "product watch": "この商品を全ショップでウォッチ中",
+        "any shop": "どこかのショップで¥370以下になったら",
+        "watching this": "ウォッチ中",
+        "offers link": "各ショップの価格",
+    },
+}
+
+
+def fits(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
 
 
 def watch_at(page, live_server, listing, target: str, *, label: str = "Your price (yen)") -> str:
@@ -92,18 +121,26 @@ def test_push_off_but_email_confirmed_says_email_reaches_and_by_which_channel_ea
         context.close()
 
 
-def test_my_watches_says_a_met_watch_is_held_until_quiet_hours_end(browser, live_server):
+@pytest.mark.parametrize("width", [360, 1280])
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_my_watches_says_a_met_watch_is_held_until_quiet_hours_end(
+    browser, live_server, lang, width
+):
+    words = WORDS[lang]
     listing = ListingFactory(name=NAME, price=520, last_polled_at=None)
-    context, page = phone(browser)
+    context, page = phone(browser, LOCALES[lang], width)
     with time_machine.travel(dt.datetime(2026, 12, 1, 23, 10, tzinfo=TOKYO), tick=False):
-        watch_at(page, live_server, listing, "600")
+        watch_at(page, live_server, listing, "600", label=words["label"])
         Device.objects.update(
             channel=Channel.CONSOLE, quiet_start=dt.time(22, 0), quiet_end=dt.time(8, 0)
         )
         page.goto(f"{live_server.url}/watches/")
-        verdict = page.locator("p.verdict").inner_text()
-    assert "Your quiet hours hold notifications until 08:00" in verdict, verdict
-    assert "after the next check" not in page.locator("main").inner_text()
+        assert page.locator(f'html[lang="{lang}"]').count() == 1
+        verdict = page.locator("p.verdict")
+        assert verdict.is_visible()
+        assert words["held"] in verdict.inner_text(), verdict.inner_text()
+        assert words["next check"] not in page.locator("main").inner_text()
+        assert fits(page), f"/watches/ wider than {width}px"
     context.close()
 
 
@@ -140,25 +177,35 @@ def test_a_watch_saved_when_the_price_already_meets_it_says_so_and_what_follows(
     context.close()
 
 
-def test_an_offers_page_shows_a_product_watch_as_the_products_at_any_shop(browser, live_server):
+@pytest.mark.parametrize("width", [360, 1280])
+@pytest.mark.parametrize("lang", ["ja", "en"])
+def test_an_offers_page_shows_a_product_watch_as_the_products_at_any_shop(
+    browser, live_server, lang, width
+):
+    words = WORDS[lang]
     product = Product.objects.create(jan=JAN, name=NAME)
     cheap = ListingFactory(name=NAME, price=380, shipping=0, jan=JAN)
     other = ListingFactory(name=NAME, price=420, shipping=0, jan=JAN)
     # (`product=` is the factory's hook for the demo market's side: join them here.)
     Listing.objects.filter(pk__in=[cheap.pk, other.pk]).update(product=product)
-    context, page = phone(browser)
+    context, page = phone(browser, LOCALES[lang], width)
     page.goto(f"{live_server.url}/products/{product.pk}/")
-    page.get_by_label("Your price (yen)").fill("370")
+    page.get_by_label(words["label"]).fill("370")
     page.locator("#watch button[type=submit]").click()
     page.wait_for_url(f"**/products/{product.pk}/#your-watches")
     assert Watch.objects.get().listing == cheap
 
     page.goto(f"{live_server.url}/listings/{cheap.pk}/")
+    assert page.locator(f'html[lang="{lang}"]').count() == 1
     side = page.locator(".listing-side").inner_text()
-    assert "You watch this product at every shop" in side
-    assert "Any shop at or below ¥370" in side
-    assert "You are watching this" not in side
-    page.locator("#product-watches").get_by_role("link", name="Every shop's offer").click()
+    assert words["product watch"] in side, side
+    assert words["any shop"] in side, side
+    # Not the heading a watch on this offer alone has.
+    listing_side = page.locator(".listing-side")
+    assert listing_side.get_by_role("heading", name=words["watching this"], exact=True).count() == 0
+    assert page.locator("#product-watches").is_visible()
+    assert fits(page), f"the listing page wider than {width}px"
+    page.locator("#product-watches").get_by_role("link", name=words["offers link"]).click()
     page.wait_for_url(f"**/products/{product.pk}/")
     context.close()
 

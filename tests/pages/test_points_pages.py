@@ -5,6 +5,7 @@ points), My watches, and the settings' word on member-only points."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zoneinfo
 
 import pytest
@@ -162,3 +163,36 @@ def test_a_history_kept_before_points_were_read_counts_none(campaign):
         in_stock=True,
     )
     assert PricePoint.objects.get(observed_at=NOW - dt.timedelta(days=1)).net_price == 1980
+
+
+def text_of(html: str) -> str:
+    """The page's words, tags left out, spaces folded."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+@pytest.mark.parametrize(
+    ("lang", "label", "unit", "sticker"),
+    [
+        ("en", "Unit price after points", "¥157.50 per roll", "¥165.00 per roll"),
+        ("ja", "ポイント還元後の単価", "1ロールあたり¥157.50", "¥165.00"),
+    ],
+)
+def test_the_listing_page_says_the_unit_price_after_points(
+    client, campaign, lang, label, unit, sticker
+):
+    """(¥1,980 − 90 pt) / 12 rolls = ¥157.50 a roll, not the sticker's ¥165.00."""
+    words = text_of(page(client, f"/listings/{campaign.pk}/", lang=lang))
+    assert f"{label} {unit}" in words, words
+    assert sticker not in words
+
+
+def test_my_watches_judges_a_unit_watch_after_points_on_the_unit_price_after_points(
+    client, campaign
+):
+    device, _ = device_with_cookie(client, channel=Channel.CONSOLE)
+    WatchFactory(
+        device=device, listing=campaign, target_price=160, use_unit_price=True, after_points=True
+    )
+    words = text_of(page(client, "/watches/"))
+    assert "Now, after points ¥157.50 per roll" in words, words
+    assert "¥165.00" not in words

@@ -13,6 +13,7 @@ from watches.triggers import (
     ALREADY_NOTIFIED,
     CONDITION_LOST,
     OUT_OF_STOCK,
+    POINTS_ENDED,
     Point,
     build_history,
     detect,
@@ -98,6 +99,52 @@ def test_unit_price_is_not_used_when_the_listing_has_no_units():
     w = watch(target_price=50, use_unit_price=True)
     judgement = detect(w, None, obs(600), history([]))
     assert not judgement.holds and judgement.value == Decimal(600)
+
+
+def test_unit_price_after_points_is_the_price_after_points_per_unit():
+    """A target-price watch per unit and after points judges (price + shipping − points) /
+    units: ¥600 + ¥24 shipping − 24 pt is ¥600, ¥50.00 a roll, at the line; one point fewer
+    is ¥50.09 (rounded up), above it. Without the points the same offer is ¥52.00."""
+    w = watch(target_price=50, use_unit_price=True, after_points=True)
+    sale = Observation(
+        item_code="x", price=600, shipping=24, in_stock=True, observed_at=NOW, points=24
+    )
+    judgement = detect(w, 12, sale, history([]))
+    assert judgement.holds and judgement.value == Decimal("50.00")
+    assert judgement.points == 24 and judgement.line == Decimal(50)
+    fewer = Observation(
+        item_code="x", price=600, shipping=24, in_stock=True, observed_at=NOW, points=23
+    )
+    judgement = detect(w, 12, fewer, history([]))
+    assert not judgement.holds and judgement.value == Decimal("50.09")
+    sticker = watch(target_price=50, use_unit_price=True, after_points=False)
+    judgement = detect(sticker, 12, sale, history([]))
+    assert not judgement.holds and judgement.value == Decimal("52.00")
+    assert judgement.points == 0
+
+
+def test_unit_price_after_points_counts_member_points_only_for_a_member():
+    w = watch(target_price=50, use_unit_price=True, after_points=True)
+    offer = Observation(
+        item_code="x", price=624, in_stock=True, observed_at=NOW, shipping=0, member_points=24
+    )
+    assert detect(w, 12, offer, history([])).value == Decimal("52.00")
+    judgement = detect(w, 12, offer, history([]), members=True)
+    assert judgement.holds and judgement.value == Decimal("50.00")
+
+
+def test_recheck_of_a_unit_watch_after_points_judges_the_fresh_unit_price_after_points():
+    w = watch(target_price=50, use_unit_price=True, after_points=True)
+    snapshot = {"line": "50", "points_counted": 24}
+    still = Observation(item_code="x", price=624, in_stock=True, observed_at=NOW, points=24)
+    judgement = recheck(w, 12, still, snapshot, DETECTED)
+    assert judgement.holds and judgement.value == Decimal("50.00")
+    # The campaign ended: ¥624 − 6 pt is ¥51.50 a roll, and with the points the detection
+    # counted it would still hold.
+    ended = Observation(item_code="x", price=624, in_stock=True, observed_at=NOW, points=6)
+    judgement = recheck(w, 12, ended, snapshot, DETECTED)
+    assert not judgement.holds and judgement.reason == POINTS_ENDED
+    assert judgement.value == Decimal("51.50")
 
 
 def test_out_of_stock_never_fires():
