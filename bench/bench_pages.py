@@ -176,6 +176,7 @@ def serve(port: int) -> subprocess.Popen:
         "SECURE_HSTS_SECONDS": "0",
         "LOG_LEVEL": "WARNING",
         "DB_CONN_MAX_AGE": "60",  # as in production (README, Settings and secrets)
+        "SITE_URL": f"http://127.0.0.1:{port}",  # where it is reached: the site says so otherwise
     }
     gunicorn = Path(sys.executable).with_name("gunicorn")
     proc = subprocess.Popen(
