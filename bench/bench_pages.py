@@ -159,6 +159,20 @@ def make_product(offer_ids: list[int], now: dt.datetime) -> None:
         )
 
 
+# The server's Redis keys, when REDIS_URL is set (bench/pages_settings.py).
+CACHE_PREFIX = f"bench-pages-{os.getpid()}"
+
+
+def _forget_redis_keys() -> None:
+    url = os.environ.get("REDIS_URL")
+    if url:
+        import redis
+
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(match=f"{CACHE_PREFIX}-*", count=1000):
+            client.delete(key)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -177,6 +191,7 @@ def serve(port: int) -> subprocess.Popen:
         "LOG_LEVEL": "WARNING",
         "DB_CONN_MAX_AGE": "60",  # as in production (README, Settings and secrets)
         "SITE_URL": f"http://127.0.0.1:{port}",  # where it is reached: the site says so otherwise
+        "BENCH_CACHE_PREFIX": CACHE_PREFIX,
     }
     gunicorn = Path(sys.executable).with_name("gunicorn")
     proc = subprocess.Popen(
@@ -325,6 +340,7 @@ def run_one(vendor: str) -> bool:
         server.terminate()
         server.wait(15)
         shutil.rmtree(script.parent, ignore_errors=True)
+        _forget_redis_keys()
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"[{vendor}] load average at the end: {load} (on {os.cpu_count()} cores)")
     medians = {}
