@@ -152,6 +152,42 @@ def test_a_read_that_does_not_reach_back_starts_the_chain_again():
     assert feed.updates_per_hour >= 30.0
 
 
+def busy_shop_reads(pace: float, every: dt.timedelta, reads: int) -> list[Page]:
+    """Page 1 of a shop whose items change `pace` an hour, read every `every`: each read's
+    newest 30 items (a changed item goes to the top)."""
+    changed, pages = 0.0, []
+    for n in range(reads):
+        at = T0 + n * every
+        changed += pace * every.total_seconds() / 3600
+        newest = round(changed)
+        pages.append(page([f"s:c{k}" for k in range(newest, newest - 30, -1)], at))
+    return pages
+
+
+def test_a_busy_shops_learned_pace_rises_to_its_true_pace_within_a_few_reads():
+    # 300 changes an hour, read every 10 minutes: 50 changes between reads, so no page
+    # reaches back to the last one, and each only proves "at least 180 an hour".
+    feed = ShopFeed(source="rakuten", shop="s")
+    learned = []
+    for read in busy_shop_reads(300, dt.timedelta(minutes=10), 5):
+        feeds._learn_from(feed, read, 30)
+        learned.append(feed.updates_per_hour)
+
+    assert learned[:2] == [None, pytest.approx(180.0)]
+    # The floor said the next page would reach back; it did not: the belief doubles.
+    assert learned[2] >= 300
+    # Once the belief says pages overflow, more reads that overflow raise it no further.
+    assert learned[4] == learned[2] <= 2 * 300
+
+
+def test_a_shop_whose_pages_reach_back_keeps_its_measured_pace():
+    feed = ShopFeed(source="rakuten", shop="s")
+    for read in busy_shop_reads(60, dt.timedelta(minutes=10), 5):
+        feeds._learn_from(feed, read, 30)
+
+    assert feed.updates_per_hour == pytest.approx(60.0)
+
+
 def test_an_item_that_changed_again_alone_does_not_prove_the_order_resumes():
     feed = ShopFeed(source="rakuten", shop="s")
     first = T0 - dt.timedelta(hours=1)
