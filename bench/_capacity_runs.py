@@ -107,6 +107,10 @@ def run_scenario(
     clock.move_to(max(clock.now, T0.timestamp() + world.horizon))
     detected = judging.detected if judging else _enqueued()
     requests = sum(n for (_, second), n in fake.by_second.items() if second >= measured_from)
+    by_shape: dict[str, int] = defaultdict(int)
+    for (shape, second), n in fake.shapes.items():
+        if second >= measured_from:
+            by_shape[shape] += n
     return _row(
         world,
         label,
@@ -115,6 +119,7 @@ def run_scenario(
         detected,
         samples,
         requests,
+        dict(by_shape),
         observed,
         fake,
         too_many_before,
@@ -214,6 +219,7 @@ def _row(
     detected: dict[int, float],
     samples: list[dict[str, float]],
     requests: int,
+    by_shape: dict[str, int],
     observed: int,
     fake,
     too_many_before: int,
@@ -239,7 +245,7 @@ def _row(
         plan=plan,
         watched=world.watched(),
         requests=requests,
-        by_shape=dict(fake.shapes),
+        by_shape=by_shape,
         observed=observed,
         within_15m=mean(s["within_15m"] for s in samples) if samples else 0.0,
         within_1h=mean(s["within_1h"] for s in samples) if samples else 0.0,

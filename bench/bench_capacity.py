@@ -120,7 +120,7 @@ def fake_ichiba(clock: SimClock, rate: float):
             self.by_code: dict[str, int] = {}
             self.shop_index: dict[str, int] = {}
             self.by_second: Counter[tuple[str, int]] = Counter()
-            self.shapes: Counter[str] = Counter()
+            self.shapes: Counter[tuple[str, int]] = Counter()  # (shape, second)
             self.too_many = 0
 
         def use(self, world: World) -> None:
@@ -140,7 +140,7 @@ def fake_ichiba(clock: SimClock, rate: float):
                 over = self.by_second[key] > rate
                 self.too_many += over
                 shape = next(n for n in ("itemCode", "shopCode", "keyword") if query.get(n))
-                self.shapes[shape] += 1
+                self.shapes[(shape, key[1])] += 1
             if over:
                 return super().answer(dataclasses.replace(request, fault="rate_limited"))
             hits, page = int(query.get("hits", 30)), int(query.get("page", 1))
@@ -171,9 +171,7 @@ def fake_ichiba(clock: SimClock, rate: float):
                         out.append((f"{shop.code}:u{i}", 1_000))
                 return out, shop.size
             offers = world.products.get(query.get("keyword", ""), [])
-            found = sorted(
-                (world.items[n].price_at(seconds), world.items[n].code) for n in offers
-            )
+            found = sorted((world.items[n].price_at(seconds), world.items[n].code) for n in offers)
             chosen = found[(page - 1) * hits : page * hits]
             return [(code, price) for price, code in chosen], len(found)
 
@@ -216,7 +214,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hours", type=float, default=Params.hours)
     parser.add_argument("--warmup-hours", type=float, default=1.0)
     parser.add_argument("--edit-hours", type=_edit_hours, default=Params.edit_hours)
-    parser.add_argument("--sensitivity-listings", type=int, default=None, help="default: largest size")
+    parser.add_argument(
+        "--sensitivity-listings", type=int, default=None, help="default: largest size"
+    )
     parser.add_argument("--no-sensitivity", dest="sensitivity", action="store_false")
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
@@ -326,7 +326,8 @@ def _minutes(seconds: float | None) -> str:
 def _row_line(row: Row, *, world: bool) -> str:
     first = f"| {row.world} " if world else f"| {row.watched:,} "
     return (
-        f"{first}| {row.plan} | {row.requests:,} | {row.observed / max(1, row.requests):.1f} "
+        f"{first}| {row.plan} | {row.requests:,} | {_shapes(row)} "
+        f"| {row.observed / max(1, row.requests):.1f} "
         f"| {row.within_15m:.1%} | {row.within_1h:.1%} | {row.known_15m:.1%} "
         f"| {row.crossed:,} | {row.detected / max(1, row.crossed):.1%} "
         f"| {_minutes(row.p50)} | {_minutes(row.p95)} | {row.bound:.1%} "
@@ -334,9 +335,13 @@ def _row_line(row: Row, *, world: bool) -> str:
     )
 
 
+def _shapes(row: Row) -> str:
+    return " / ".join(f"{row.by_shape.get(n, 0):,}" for n in ("itemCode", "shopCode", "keyword"))
+
+
 HEADER = (
-    "| plan | requests | prices/request | checked ≤ 15 min | ≤ 1 h | known ≤ 15 min "
-    "| crossed | detected | delay p50 | p95 | bound | max req/s |"
+    "| plan | requests | items / shops / products | prices/request | checked ≤ 15 min | ≤ 1 h "
+    "| known ≤ 15 min | crossed | detected | delay p50 | p95 | bound | max req/s |"
 )
 
 
@@ -355,14 +360,14 @@ def print_table(rows: list[Row], sizes: list[str], rest: list[str], hours: float
     for row in rows:
         by_world.setdefault(row.world, []).append(row)
     print("| watched " + HEADER)
-    print("|---" * 13 + "|")
+    print("|---" * 14 + "|")
     for name in sizes:
         for row in by_world.get(name, []):
             print(_row_line(row, world=False))
     if rest:
         print("\nsensitivity (the new plan must never be worse than today's):\n")
         print("| world " + HEADER)
-        print("|---" * 13 + "|")
+        print("|---" * 14 + "|")
         for name in rest:
             for row in by_world.get(name, []):
                 print(_row_line(row, world=True))
@@ -390,7 +395,8 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
     )
     for name, seconds, value in (("p50", TARGET_P50, new.p50), ("p95", TARGET_P95, new.p95)):
         ok = value is not None and value <= seconds
-        print(f"- delay {name} ≤ {seconds // 60} min: {_minutes(value)} — {'met' if ok else 'NOT met'}")
+        verdict = "met" if ok else "NOT met"
+        print(f"- delay {name} ≤ {seconds // 60} min: {_minutes(value)} — {verdict}")
     print(
         f"- against today's plan: detected {today.detected / max(1, today.crossed):.1%}, "
         f"p50 {_minutes(today.p50)}, p95 {_minutes(today.p95)}"
