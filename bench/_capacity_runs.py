@@ -75,6 +75,7 @@ def run_scenario(
     fake,
     fixed: Fixed,
     warmup: float,
+    tail: float,
 ) -> Row:
     from django.conf import settings
     from django.test import override_settings
@@ -123,7 +124,7 @@ def run_scenario(
         observed,
         fake,
         too_many_before,
-        warmup,
+        (warmup, world.horizon - tail),
         time.monotonic() - started,
     )
 
@@ -223,13 +224,13 @@ def _row(
     observed: int,
     fake,
     too_many_before: int,
-    warmup: float,
+    window: tuple[float, float],
     wall: float,
 ) -> Row:
     delays = sorted(
         (detected[watch] - at) if watch in detected else math.inf
         for watch, at in crossed.items()
-        if at is not None and at >= warmup
+        if at is not None and window[0] <= at < window[1]
     )
 
     def percentile(share: float) -> float | None:
@@ -254,7 +255,7 @@ def _row(
         detected=sum(1 for delay in delays if delay != math.inf),
         p50=percentile(0.50),
         p95=percentile(0.95),
-        bound=oracle_bound(world, warmup, requests),
+        bound=oracle_bound(world, window, requests),
         too_many=fake.too_many - too_many_before,
         busiest_second=max(fake.by_second.values(), default=0),
         wall=wall,
@@ -262,11 +263,12 @@ def _row(
     )
 
 
-def oracle_bound(world: World, warmup: float, requests: int) -> float:
+def oracle_bound(world: World, window: tuple[float, float], requests: int) -> float:
     """The share of the crossed watches a plan that knew in advance when each listing's price
     crosses would detect with `requests` requests of one item each: one request at each
-    crossing moment, the moments that cross most watches first."""
-    sizes = sorted(crossing_events(world, warmup), reverse=True)
+    crossing moment within `window` (seconds after T0), the moments that cross most watches
+    first."""
+    sizes = sorted(crossing_events(world, *window), reverse=True)
     total = sum(sizes)
     return sum(sizes[:requests]) / total if total else 1.0
 

@@ -289,17 +289,17 @@ def crossings(world: World) -> list[float | None]:
     return out
 
 
-def crossing_events(world: World, after: float) -> list[int]:
+def crossing_events(world: World, after: float, before: float) -> list[int]:
     """The watches each listing's price crosses at once, per moment (a moment at which the
-    running minimum passes one or more targets), for the moments from `after` on: what one
-    request at that moment would detect."""
+    running minimum passes one or more targets), for the moments in [after, before): what
+    one request at that moment would detect."""
     sizes = []
     for item in world.items:
         negative_min, at_min = _running_minimum(item)
         crossed_at: dict[float, int] = {}
         for target in item.targets:
             k = bisect.bisect_left(negative_min, -target)
-            if k < len(at_min) and at_min[k] >= after:
+            if k < len(at_min) and after <= at_min[k] < before:
                 crossed_at[at_min[k]] = crossed_at.get(at_min[k], 0) + 1
         sizes.extend(crossed_at.values())
     return sizes

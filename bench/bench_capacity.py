@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         at = dataclasses.replace(base, listings=args.sensitivity_listings)
         worlds += [(dataclasses.replace(at, shops=n), at.edit_hours) for n in SENSITIVITY_SHOPS]
         worlds += [(dataclasses.replace(at, edit_hours=e), e) for e in SENSITIVITY_EDITS]
-    return simulate(worlds, args.judge, args.warmup_hours, len(args.sizes))
+    return simulate(worlds, args.judge, args.warmup_hours, len(args.sizes), args.tail_hours)
 
 
 def _edit_hours(value: str) -> float | None:
@@ -213,6 +213,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shops", type=int, default=Params.shops)
     parser.add_argument("--hours", type=float, default=Params.hours)
     parser.add_argument("--warmup-hours", type=float, default=1.0)
+    parser.add_argument("--tail-hours", type=float, default=1.0)
     parser.add_argument("--edit-hours", type=_edit_hours, default=Params.edit_hours)
     parser.add_argument(
         "--sensitivity-listings", type=int, default=None, help="default: largest size"
@@ -224,8 +225,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.sizes = [int(n) for n in args.sizes.split(",")]
     args.sensitivity_listings = args.sensitivity_listings or max(args.sizes)
-    if args.warmup_hours >= args.hours:
-        parser.error("--warmup-hours must be shorter than --hours")
+    if args.warmup_hours + args.tail_hours >= args.hours:
+        parser.error("--hours must be longer than --warmup-hours and --tail-hours together")
     return args
 
 
@@ -235,7 +236,11 @@ def label(params: Params, edit_hours: float | None) -> str:
 
 
 def simulate(
-    worlds: list[tuple[Params, float | None]], judge: str, warmup_hours: float, sizes: int
+    worlds: list[tuple[Params, float | None]],
+    judge: str,
+    warmup_hours: float,
+    sizes: int,
+    tail_hours: float = 0.0,
 ) -> list[Row]:
     """Build each world (the first `sizes` make the size table, the rest the sensitivity
     table) in the database Django is connected to (one at a time; worlds that
@@ -263,7 +268,7 @@ def simulate(
     world = None
     crossed: dict[int, float | None] = {}
     fixed = None
-    warmup = warmup_hours * 3600
+    warmup, tail = warmup_hours * 3600, tail_hours * 3600
     try:
         with override_settings(
             RAKUTEN_APP_ID=APP_ID,
@@ -302,7 +307,7 @@ def simulate(
                 fake.use(world)
                 for plan in PLANS:
                     row = run_scenario(
-                        world, name, crossed, plan, judge, clock, fake, fixed, warmup
+                        world, name, crossed, plan, judge, clock, fake, fixed, warmup, tail
                     )
                     rows.append(row)
                     done[name] = row
@@ -313,8 +318,8 @@ def simulate(
         clock.stop()
         forget_limiter(f"rakuten:{APP_ID}", RATE)
     names = [label(p, e) for p, e in worlds]
-    hours = worlds[0][0].hours - warmup_hours
-    print_table(rows, names[:sizes], list(dict.fromkeys(names[sizes:])), hours, warmup_hours)
+    window = (warmup_hours, worlds[0][0].hours - tail_hours, worlds[0][0].hours)
+    print_table(rows, names[:sizes], list(dict.fromkeys(names[sizes:])), window)
     print(f"total {time.monotonic() - started:.0f} s")
     return rows
 
@@ -345,13 +350,18 @@ HEADER = (
 )
 
 
-def print_table(rows: list[Row], sizes: list[str], rest: list[str], hours: float,
-                warmup_hours: float) -> None:  # fmt: skip
+def print_table(
+    rows: list[Row], sizes: list[str], rest: list[str], window: tuple[float, float, float]
+) -> None:
     """The size table (`sizes`: their world labels), then the sensitivity table (`rest`),
-    then the targets."""
+    then the targets. `window`: hours after T0 when counting starts, when the crossings
+    counted end, when the runs end."""
+    start, last, end = window
     print(
-        f"\none Rakuten application id at {RATE:g} request/s; {hours:g} simulated hours measured "
-        f"after {warmup_hours:g} h of warm-up. 'checked': polled within the window "
+        f"\none Rakuten application id at {RATE:g} request/s; {end:g} simulated hours: requests, "
+        f"prices and coverage counted from {start:g} h on (the first hours let the plan "
+        f"learn the feeds), crossings from {start:g} h to {last:g} h (later ones have less "
+        f"time to be detected). 'checked': polled within the window "
         "(pollplan.watched_coverage); 'known': checked, or shown unchanged by a shop feed "
         "read since; delay: true crossing → enqueue ('missed': never detected); bound: "
         "what a plan that knew the crossings in advance detects with the new plan's requests\n"
