@@ -186,7 +186,7 @@ def _coverage(now: dt.datetime) -> dict[str, float]:
     from watches.polling.plan import watched_coverage
 
     coverage = watched_coverage(now)
-    rows = list(Listing.objects.values("id", "source", "item_code", "last_polled_at"))
+    rows: list[dict] = list(Listing.objects.values("id", "source", "item_code", "last_polled_at"))
     shop_feeds = {(f.source, f.shop): f for f in ShopFeed.objects.all()}
     seen = seen_through_feeds(rows, shop_feeds, lambda _source, code: shop_of(code))
     cutoff = now - dt.timedelta(minutes=15)

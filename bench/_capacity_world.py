@@ -138,12 +138,12 @@ def build_world(params: Params) -> World:
     kinds = list(KINDS)
     shares = [KINDS[kind][0] for kind in kinds]
     items = []
-    for n, shop in enumerate(drawn):
+    for n, rank in enumerate(drawn):
         kind = rng.choices(kinds, shares)[0]
         base = round(math.exp(rng.uniform(math.log(200), math.log(5000))))
-        code = f"{shops[shop].code}:w{len(shops[shop].watched)}"
-        shops[shop].watched.append(n)
-        items.append(_walk(rng, code, shop, base, kind, horizon))
+        code = f"{shops[rank].code}:w{len(shops[rank].watched)}"
+        shops[rank].watched.append(n)
+        items.append(_walk(rng, code, rank, base, kind, horizon))
     shops = [shop for shop in shops if shop.watched]  # a shop nobody watches is not read
     for index, shop in enumerate(shops):
         shop.size = params.catalogue * len(shop.watched)
@@ -293,7 +293,7 @@ def crossing_events(world: World, after: float, before: float) -> list[int]:
     """The watches each listing's price crosses at once, per moment (a moment at which the
     running minimum passes one or more targets), for the moments in [after, before): what
     one request at that moment would detect."""
-    sizes = []
+    sizes: list[int] = []
     for item in world.items:
         negative_min, at_min = _running_minimum(item)
         crossed_at: dict[float, int] = {}
