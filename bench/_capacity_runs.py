@@ -186,16 +186,15 @@ def _coverage(now: dt.datetime) -> dict[str, float]:
     from watches.polling.plan import watched_coverage
 
     coverage = watched_coverage(now)
-    rows: list[dict] = list(Listing.objects.values("id", "source", "item_code", "last_polled_at"))
+    values = Listing.objects.values("id", "source", "item_code", "last_polled_at")
+    rows: list[dict] = [dict(row) for row in values]
     shop_feeds = {(f.source, f.shop): f for f in ShopFeed.objects.all()}
     seen = seen_through_feeds(rows, shop_feeds, lambda _source, code: shop_of(code))
     cutoff = now - dt.timedelta(minutes=15)
-    known = sum(
-        1
-        for row in rows
-        if max(filter(None, (row["last_polled_at"], seen.get(row["id"]))), default=None)
-        and max(filter(None, (row["last_polled_at"], seen.get(row["id"])))) >= cutoff
-    )
+    known = 0
+    for row in rows:
+        times = [t for t in (row["last_polled_at"], seen.get(row["id"])) if t is not None]
+        known += bool(times) and max(times) >= cutoff
     return {
         "within_15m": float(coverage["within_15m"]),
         "within_1h": float(coverage["within_1h"]),
