@@ -1,39 +1,47 @@
-"""One scenario of bench_capacity.py: polling runs every POLL_EVERY_MINUTES of simulated time, in
-the plan's order or oldest-first, through the real adapter, limiter and observation rule;
-what they detected, and how much of the watched world they kept fresh."""
+"""One scenario of bench_capacity.py: polling runs every POLL_EVERY_MINUTES of simulated time,
+with today's plan (POLL_SHAPES item: one item a request) or the new one (items, shops' feeds,
+products' offers), through the real entry point (`watches.polling.poll.poll`: the plan, the
+adapter, the limiter, the feeds' learning, the observation rule); what they detected, and how
+much of the watched world they kept fresh."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from unittest import mock
 
-from _capacity_world import World, reset_world
+from _capacity_world import World, crossing_events, reset_world
 
 T0 = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)  # 09:00 in Tokyo
-APP_IDS = [f"capacity-app-{n}" for n in range(1, 9)]
+APP_ID = "capacity-app-1"
 RATE = 1.0  # requests/s per application id: Rakuten Ichiba's allowance
+# The plans compared: today's (one item a request) and the new one (every shape).
+PLANS = {"today": ["item"], "new": ["item", "shop", "product"]}
 
 
 @dataclass
 class Row:
-    ids: int
-    order: str
-    requests: int
-    allowance: int
+    world: str
+    plan: str
+    watched: int
+    requests: int  # over the measured hours
+    by_shape: dict[str, int]
+    observed: int  # prices observed (answers about a listing we know) over the measured hours
     within_15m: float
     within_1h: float
-    never_checked: int
-    watched: int
+    known_15m: float  # checked, or shown unchanged by a complete shop feed, within 15 min
     crossed: int
     detected: int
     p50: float | None  # seconds; None: the percentile falls on a crossing never detected
     p95: float | None
-    too_many: int  # requests the fake Ichiba answered 429 (over 1/s for an id)
-    busiest_second: int  # most requests one id made in one simulated second
+    bound: float  # share of the crossings an oracle with the same requests detects
+    too_many: int  # requests the fake Ichiba answered 429 (over 1/s for the id)
+    busiest_second: int  # most requests the id made in one simulated second
     wall: float
     # The n-th watch of the world → seconds after T0 its row was enqueued (by place, not
     # by id: two worlds written into one PostgreSQL database get other ids).
@@ -41,15 +49,13 @@ class Row:
 
 
 class Fixed:
-    """What does not change while the bench runs, read once: the live watches grouped as the
-    plan reads them, and each listing's watches by target, highest first (a price at or
-    below a target fires that watch and every one before it)."""
+    """What does not change while a world's scenarios run, read once: each listing's
+    watches by target, highest first (a price at or below a target fires that watch and
+    every one before it)."""
 
     def __init__(self) -> None:
-        from watches.models import Listing, Watch
-        from watches.polling.plan import watch_groups
+        from watches.models import Watch
 
-        self.groups = watch_groups(Listing.objects.all())
         self.targets: dict[int, list[tuple[int, int]]] = defaultdict(list)
         rows = Watch.objects.values_list("listing_id", "target_price", "id").iterator(10_000)
         for listing_id, target, watch_id in rows:
@@ -61,105 +67,105 @@ class Fixed:
 
 def run_scenario(
     world: World,
+    label: str,
     crossed: dict[int, float | None],
-    ids: int,
-    order: str,
+    plan: str,
     judge: str,
     clock,
     fake,
     fixed: Fixed,
+    warmup: float,
+    tail: float,
 ) -> Row:
     from django.conf import settings
+    from django.test import override_settings
     from django.utils import timezone
 
     from watches.marketplaces.ratelimit import RateLimiter, install_limiter
-    from watches.polling.plan import watched_coverage
+    from watches.polling.poll import poll
 
     started = time.monotonic()
     reset_world(T0)
     clock.move_to(T0.timestamp())
-    settings.RAKUTEN_APP_IDS = APP_IDS[:ids]
-    for app_id in APP_IDS[:ids]:
-        install_limiter(
-            f"rakuten:{app_id}", RATE, RateLimiter(RATE, clock=clock, sleep=clock.sleep)
-        )
-    asked_before, too_many_before = len(fake.requests), fake.too_many
+    install_limiter(f"rakuten:{APP_ID}", RATE, RateLimiter(RATE, clock=clock, sleep=clock.sleep))
     fake.by_second.clear()
+    fake.shapes.clear()
+    too_many_before = fake.too_many
     judging = _Judging(fixed.targets) if judge == "sim" else None
     interval = settings.POLL_EVERY_MINUTES * 60
-    samples: list[dict] = []
-    for run in range(int(world.horizon // interval)):
-        start = T0.timestamp() + run * interval
-        clock.move_to(max(clock.now, start))
-        if run * interval >= 3600 and run * interval % 1800 == 0:
-            samples.append(watched_coverage(timezone.now()))
-        _one_run(order, judging, fixed, timezone.now())
+    samples: list[dict[str, float]] = []
+    observed = 0
+    measured_from = T0.timestamp() + warmup
+    with override_settings(POLL_SHAPES=PLANS[plan]), _judged_by(judging):
+        for run in range(int(world.horizon // interval)):
+            start = T0.timestamp() + run * interval
+            clock.move_to(max(clock.now, start))
+            if run * interval >= max(warmup, 3600) and run * interval % 1800 == 0:
+                samples.append(_coverage(timezone.now()))
+            result = poll(max_seconds=settings.POLL_MAX_SECONDS)
+            if start >= measured_from:
+                observed += result.observations
     clock.move_to(max(clock.now, T0.timestamp() + world.horizon))
     detected = judging.detected if judging else _enqueued()
+    requests = sum(n for (_, second), n in fake.by_second.items() if second >= measured_from)
+    by_shape: dict[str, int] = defaultdict(int)
+    for (shape, second), n in fake.shapes.items():
+        if second >= measured_from:
+            by_shape[shape] += n
     return _row(
         world,
+        label,
+        plan,
         crossed,
-        ids,
-        order,
         detected,
         samples,
+        requests,
+        dict(by_shape),
+        observed,
         fake,
-        asked_before,
         too_many_before,
+        (warmup, world.horizon - tail),
         time.monotonic() - started,
     )
 
 
-def _one_run(order: str, judging: _Judging | None, fixed: Fixed, now: dt.datetime) -> None:
-    """One scheduled polling run: the real entry point (`polling.poll`, the plan's order)
-    or the order before the plan, with the same requests."""
-    from django.conf import settings
-
-    from watches.polling.plan import plan, run_budget
-    from watches.polling.poll import due_listings, poll, poll_batch
-
-    if order == "plan" and judging is None:
-        poll(max_seconds=settings.POLL_MAX_SECONDS)
+@contextlib.contextmanager
+def _judged_by(judging: _Judging | None):
+    """With `judging`: polling's judging of listing watches replaced by it (in the item and
+    shop path and in the product path), everything else real."""
+    if judging is None:
+        yield
         return
-    if order == "plan":
-        chosen = plan(due_listings(now), now, groups=fixed.groups)
-        ids = [item.listing_id for item in chosen if item.listing_id is not None]
-    else:
-        ids = list(due_listings(now).values_list("id", flat=True)[: run_budget("rakuten")])
-    size = settings.POLL_BATCH_SIZE
-    for start in range(0, len(ids), size):
-        batch = ids[start : start + size]
-        if judging is None:
-            poll_batch("rakuten", batch)
-        else:
-            judging.observe(batch)
+    with (
+        mock.patch("watches.polling.poll.judge_listings", judging),
+        mock.patch("watches.products.polling.judge_listings", judging),
+    ):
+        yield
 
 
 class _Judging:
-    """Polling without its judging: fetch and observe as poll_batch does, then the first
-    observation at or below each watch's target is its detection."""
+    """Polling's judging of target-price watches, without loading them: for a watch with
+    nothing delivered yet, `detect` fires exactly when an in-stock observation is at or
+    below the target, so the first such observation is its detection (at the moment its
+    batch is enqueued, `enqueue_many`'s `created_at`). Counts the answers as
+    `poll.judge_listings` does; returns nothing to enqueue."""
 
     def __init__(self, targets: dict[int, list[tuple[int, int]]]) -> None:
         self.detected: dict[int, float] = {}
         self.watches = targets
         self.fired: dict[int, int] = defaultdict(int)
 
-    def observe(self, ids: list[int]) -> None:
+    def __call__(self, observations, result):
         from django.utils import timezone
 
-        from watches.models import Listing
-        from watches.polling.observations import fetch, observe
-
-        position = {listing_id: i for i, listing_id in enumerate(ids)}
-        listings = sorted(Listing.objects.filter(id__in=ids), key=lambda row: position[row.pk])
-        fetched = fetch("rakuten", [listing.item_code for listing in listings])
-        now = timezone.now()
-        observations = observe([(item, fetched[item.item_code]) for item in listings], now)
-        observations.save()
-        enqueued_at = now.timestamp() - T0.timestamp()
+        enqueued_at = timezone.now().timestamp() - T0.timestamp()
         for seen in observations.seen:
             seen_now = seen.observation
-            if seen_now is None or not seen_now.in_stock or seen_now.effective_price is None:
+            if seen_now is None:
+                result.errors += 1
+                continue
+            result.observations += 1
+            if not seen_now.in_stock or seen_now.effective_price is None:
                 continue
             targets = self.watches.get(seen.listing.pk, [])
             k = self.fired[seen.listing.pk]
@@ -167,6 +173,33 @@ class _Judging:
                 self.detected[targets[k][1]] = enqueued_at
                 k += 1
             self.fired[seen.listing.pk] = k
+        return [], []
+
+
+def _coverage(now: dt.datetime) -> dict[str, float]:
+    """The overview's coverage (`watched_coverage`: polled within 15 min / 1 h), and the
+    share known within 15 min counting what complete shop feeds showed unchanged
+    (`feeds.seen_through_feeds`, what the plan reads)."""
+    from watches.marketplaces.rakuten import shop_of
+    from watches.models import Listing, ShopFeed
+    from watches.polling.feeds import seen_through_feeds
+    from watches.polling.plan import watched_coverage
+
+    coverage = watched_coverage(now)
+    values = Listing.objects.values("id", "source", "item_code", "last_polled_at")
+    rows: list[dict] = [dict(row) for row in values]
+    shop_feeds = {(f.source, f.shop): f for f in ShopFeed.objects.all()}
+    seen = seen_through_feeds(rows, shop_feeds, lambda _source, code: shop_of(code))
+    cutoff = now - dt.timedelta(minutes=15)
+    known = 0
+    for row in rows:
+        times = [t for t in (row["last_polled_at"], seen.get(row["id"])) if t is not None]
+        known += bool(times) and max(times) >= cutoff
+    return {
+        "within_15m": float(coverage["within_15m"]),
+        "within_1h": float(coverage["within_1h"]),
+        "known_15m": known / len(rows) if rows else 1.0,
+    }
 
 
 def _enqueued() -> dict[int, float]:
@@ -179,44 +212,64 @@ def _enqueued() -> dict[int, float]:
 
 
 def _row(
-    world, crossed, ids, order, detected, samples, fake, asked_before, too_many_before, wall
+    world: World,
+    label: str,
+    plan: str,
+    crossed: dict[int, float | None],
+    detected: dict[int, float],
+    samples: list[dict[str, float]],
+    requests: int,
+    by_shape: dict[str, int],
+    observed: int,
+    fake,
+    too_many_before: int,
+    window: tuple[float, float],
+    wall: float,
 ) -> Row:
-
-    from watches.models import Listing, Watch
-
     delays = sorted(
-        (detected[watch] - at) if watch in detected else float("inf")
+        (detected[watch] - at) if watch in detected else math.inf
         for watch, at in crossed.items()
-        if at is not None
+        if at is not None and window[0] <= at < window[1]
     )
-    never = Listing.objects.filter(
-        last_polled_at__lt=T0, id__in=Watch.live.values("listing_id")
-    ).count()
-    allowance = round(ids * RATE * world.horizon)
 
     def percentile(share: float) -> float | None:
         if not delays:
             return None
         value = delays[min(len(delays) - 1, math.floor(share * len(delays)))]
-        return None if value == float("inf") else value
+        return None if value == math.inf else value
 
     mean = statistics.fmean
     place = {watch: n for n, watch in enumerate(crossed)}  # crossed is in world order
     return Row(
-        ids=ids,
-        order=order,
-        requests=len(fake.requests) - asked_before,
-        allowance=allowance,
+        world=label,
+        plan=plan,
+        watched=world.watched(),
+        requests=requests,
+        by_shape=by_shape,
+        observed=observed,
         within_15m=mean(s["within_15m"] for s in samples) if samples else 0.0,
         within_1h=mean(s["within_1h"] for s in samples) if samples else 0.0,
-        never_checked=never,
-        watched=world.watched(),
+        known_15m=mean(s["known_15m"] for s in samples) if samples else 0.0,
         crossed=len(delays),
-        detected=sum(1 for delay in delays if delay != float("inf")),
+        detected=sum(1 for delay in delays if delay != math.inf),
         p50=percentile(0.50),
         p95=percentile(0.95),
+        bound=oracle_bound(world, window, requests),
         too_many=fake.too_many - too_many_before,
         busiest_second=max(fake.by_second.values(), default=0),
         wall=wall,
         detections={place[watch]: at for watch, at in detected.items()},
     )
+
+
+def oracle_bound(world: World, window: tuple[float, float], requests: int) -> float:
+    """The share of the crossed watches a plan that knew in advance when each listing's price
+    crosses would detect with `requests` requests of one item each: one request at each
+    crossing moment within `window` (seconds after T0), the moments that cross most watches
+    first."""
+    sizes = sorted(crossing_events(world, *window), reverse=True)
+    total = sum(sizes)
+    return sum(sizes[:requests]) / total if total else 1.0
+
+
+__all__ = ["APP_ID", "PLANS", "RATE", "T0", "Fixed", "Row", "run_scenario"]

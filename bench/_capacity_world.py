@@ -1,132 +1,234 @@
-"""The simulated world of bench_capacity.py: listings whose true prices move on a simulated
-clock, watches spread over them, the first moment each watch's target is truly crossed, and
-the same world written into the bench's database (reset between scenarios).
+"""The simulated world of bench_capacity.py: shops, their catalogues and products; watched
+listings whose true prices move on a simulated clock; every item's update times (what a
+shop's feed sorts by); watches spread over the watched listings; the first moment each
+watch's target is truly crossed; and the same world written into the bench's database.
 
-Everything here is drawn from one seeded `random.Random`, so every scenario (1 or 4
-application ids, plan or oldest-first) sees the same prices, watches and crossings.
+Everything here is drawn from seeded `random.Random`s, so every scenario of one world (today's
+plan and the new one) sees the same prices, updates, watches and crossings. The parameters
+and the reasons for their values are in `Params` and in docs/capacity.md.
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime as dt
+import itertools
 import math
 import random
+from array import array
 from dataclasses import dataclass, field
 
-UNWATCHED_SHARE = 0.05  # listings nobody watches
-POPULAR_PER_LISTING = 0.004  # 400 popular listings in 100,000
-# name: (share of listings, mean minutes between price moves, largest move, dip of the 90-day
-# low below the typical price — what the plan reads as volatility)
+# name: (share of items, mean hours between price moves, largest move, dip of the 90-day low
+# below the typical price — what the plan reads as volatility). Most shop items keep their
+# price for days; a few (electronics, food near its date) move several times a day.
 KINDS = {
-    "calm": (0.50, 360.0, 0.02, 0.02),
-    "normal": (0.35, 120.0, 0.04, 0.08),
-    "jumpy": (0.15, 30.0, 0.07, 0.20),
+    "calm": (0.50, 72.0, 0.03, 0.03),
+    "normal": (0.35, 24.0, 0.05, 0.08),
+    "jumpy": (0.15, 6.0, 0.08, 0.20),
 }
-SALE_CHANCE_PER_6H = 0.12  # a sale starts on this share of listings in 6 simulated hours
+SALE_CHANCE_PER_6H = 0.12  # a sale (8-30 % off for 30 min to 3 h) starts on this share of items
 POPULAR_SALE_CHANCE_PER_6H = 0.30
+POPULAR_PER_LISTING = 0.004  # 400 popular listings in 100,000 share most watches
+# The mean rate at which an item's update time moves for a price change (a sale's start and
+# end are two): what the unwatched items of a catalogue change at.
+PRICE_MOVES_PER_HOUR = sum(share / hours for share, hours, _, _ in KINDS.values()) + (
+    2 * SALE_CHANCE_PER_6H / 6
+)
+UNWATCHED_PRICE = 1_000  # what an unwatched item costs (no one reads it)
+
+
+@dataclass(frozen=True)
+class Params:
+    """A world's parameters (docs/capacity.md gives the reasons)."""
+
+    listings: int = 100_000  # watched listings
+    shops: int = 5_000  # shops they are drawn from
+    zipf: float = 1.0  # the shop of rank k holds a share ∝ 1 / k^zipf of the watched listings
+    catalogue: int = 20  # a shop's items per watched listing of it
+    edit_hours: float | None = 48.0  # mean hours between other edits of an item; None: never
+    product_share: float = 0.30  # of watched listings, offers of a product
+    offers: tuple[int, int] = (2, 20)  # shops selling one product
+    watches: int = 0  # 0: 10 per watched listing
+    hours: float = 3.0
+    seed: int = 1
+
+    @property
+    def watch_count(self) -> int:
+        return self.watches or 10 * self.listings
 
 
 @dataclass
-class Listing:
+class Item:
+    """A watched listing: its shop (index), true prices over time, watches' targets."""
+
     code: str
+    shop: int
     base: int  # the price at T0: what the database says the last poll saw
     low: int  # the 90-day low seeded into its history
     times: list[float]  # seconds after T0 at which the price changes (0.0 first)
     prices: list[int]
     popular: bool = False
+    jan: str = ""
     targets: list[int] = field(default_factory=list)  # one per watch, in watch order
 
     def price_at(self, seconds: float) -> int:
         return self.prices[bisect.bisect_right(self.times, seconds) - 1]
 
-    def first_at_or_below(self, target: int) -> float | None:
-        """When the true price first reaches `target` (None: not within the horizon)."""
-        for at, price in zip(self.times, self.prices, strict=True):
-            if price <= target:
-                return at
-        return None
+
+@dataclass
+class Shop:
+    """A shop's catalogue: items 0..len(watched)-1 are the watched listings (`watched`: their
+    indexes in `World.items`), the rest unwatched. `initial`: the order of its feed at T0
+    (most recently updated first); `at`/`which`: every update after T0, in time order."""
+
+    code: str
+    watched: list[int]
+    size: int
+    initial: array = field(default_factory=lambda: array("i"))
+    at: array = field(default_factory=lambda: array("d"))
+    which: array = field(default_factory=lambda: array("i"))
 
 
 @dataclass
 class World:
-    listings: list[Listing]
+    params: Params
+    items: list[Item]
+    shops: list[Shop]
+    products: dict[str, list[int]]  # JAN code → its offers (indexes in `items`)
     horizon: float  # seconds
-    devices: int
 
     @property
     def watches(self) -> int:
-        return sum(len(item.targets) for item in self.listings)
+        return sum(len(item.targets) for item in self.items)
 
     def watched(self) -> int:
-        return sum(1 for item in self.listings if item.targets)
+        return len(self.items)
+
+    def shop_page(self, shop: Shop, seconds: float, page: int, hits: int) -> list[int]:
+        """The catalogue indexes on page `page` of the shop's items most recently updated
+        first, as they stand `seconds` after T0."""
+        want = page * hits
+        out: list[int] = []
+        seen: set[int] = set()
+        k = bisect.bisect_right(shop.at, seconds) - 1
+        while k >= 0 and len(out) < want:
+            i = shop.which[k]
+            if i not in seen:
+                seen.add(i)
+                out.append(i)
+            k -= 1
+        for i in shop.initial:
+            if len(out) >= want:
+                break
+            if i not in seen:
+                seen.add(i)
+                out.append(i)
+        return out[(page - 1) * hits : want]
 
 
-def build_world(listings: int, watches: int, hours: float, seed: int) -> World:
-    rng = random.Random(seed)
-    horizon = hours * 3600.0
+def build_world(params: Params) -> World:
+    """The shops, their watched listings with prices, watches and products (the update
+    times come with `set_updates`)."""
+    rng = random.Random(params.seed)
+    horizon = params.hours * 3600.0
+    weights = [1 / (rank + 1) ** params.zipf for rank in range(params.shops)]
+    drawn = rng.choices(range(params.shops), cum_weights=list(itertools.accumulate(weights)),
+                        k=params.listings)  # fmt: skip
+    shops = [Shop(f"shop{n}", [], 0) for n in range(params.shops)]
     kinds = list(KINDS)
-    weights = [KINDS[kind][0] for kind in kinds]
+    shares = [KINDS[kind][0] for kind in kinds]
     items = []
-    for i in range(listings):
-        kind = rng.choices(kinds, weights)[0]
+    for n, rank in enumerate(drawn):
+        kind = rng.choices(kinds, shares)[0]
         base = round(math.exp(rng.uniform(math.log(200), math.log(5000))))
-        items.append(_walk(rng, f"shop{i % 97}:item{i}", base, kind, horizon))
-    _spread_watches(rng, items, watches, horizon)
-    return World(items, horizon, devices=max(1, watches // 10))
+        code = f"{shops[rank].code}:w{len(shops[rank].watched)}"
+        shops[rank].watched.append(n)
+        items.append(_walk(rng, code, rank, base, kind, horizon))
+    shops = [shop for shop in shops if shop.watched]  # a shop nobody watches is not read
+    for index, shop in enumerate(shops):
+        shop.size = params.catalogue * len(shop.watched)
+        for n in shop.watched:
+            items[n].shop = index
+    products = _products(rng, items, params)
+    _spread_watches(rng, items, params.watch_count, horizon)
+    return World(params, items, shops, products, horizon)
 
 
-def _walk(rng: random.Random, code: str, base: int, kind: str, horizon: float) -> Listing:
-    _, mean_minutes, step, dip = KINDS[kind]
+def _walk(rng: random.Random, code: str, shop: int, base: int, kind: str, horizon: float) -> Item:
+    _, mean_hours, step, dip = KINDS[kind]
     times, walk = [0.0], [float(base)]
     at, price = 0.0, float(base)
     while True:
-        at += rng.expovariate(1 / (mean_minutes * 60))
+        at += rng.expovariate(1 / (mean_hours * 3600))
         if at >= horizon:
             break
         # A random walk that drifts back towards the usual price.
         price = price * (1 + rng.uniform(-step, step)) + 0.1 * (base - price)
         times.append(at)
         walk.append(price)
-    listing = Listing(code, base, max(1, round(base * (1 - dip))), times, [])
-    listing.prices = [round(value) for value in walk]
-    listing.prices[0] = base
-    return listing
+    prices = [round(value) for value in walk]
+    prices[0] = base
+    return Item(code, shop, base, max(1, round(base * (1 - dip))), times, prices)
 
 
-def _add_sale(rng: random.Random, listing: Listing, horizon: float) -> None:
+def _add_sale(rng: random.Random, item: Item, horizon: float) -> None:
     """A sale: 8-30 % off for 30 minutes to 3 hours, then back to the walk."""
     start = rng.uniform(0, horizon)
     end = min(horizon, start + rng.uniform(1800, 3 * 3600))
     depth = rng.uniform(0.08, 0.30)
-    times = sorted({*listing.times, start, end})
+    times = sorted({*item.times, start, end})
     prices = []
     for at in times:
-        price = listing.price_at(at)
+        price = item.price_at(at)
         prices.append(round(price * (1 - depth)) if start <= at < end else price)
-    listing.times, listing.prices = times, prices
+    item.times, item.prices = times, prices
 
 
-def _spread_watches(rng: random.Random, items: list[Listing], watches: int, horizon: float):
+def _products(rng: random.Random, items: list[Item], params: Params) -> dict[str, list[int]]:
+    """`product_share` of the watched listings grouped into products of 2-20 offers, each
+    offer in another shop (every offer of a product is a watched listing)."""
+    pool = rng.sample(range(len(items)), round(params.product_share * len(items)))
+    products: dict[str, list[int]] = {}
+    low, high = params.offers
+    while len(pool) >= low:
+        want = rng.randint(low, high)
+        offers: list[int] = []
+        shops: set[int] = set()
+        rest = []
+        while pool and len(offers) < want:
+            n = pool.pop()
+            if items[n].shop in shops:
+                rest.append(n)
+            else:
+                offers.append(n)
+                shops.add(items[n].shop)
+        pool.extend(rest)
+        if len(offers) < low:
+            break  # what is left sits in too few shops
+        jan = f"49{len(products):011d}"
+        for n in offers:
+            items[n].jan = jan
+        products[jan] = offers
+    return products
+
+
+def _spread_watches(rng: random.Random, items: list[Item], watches: int, horizon: float):
     """Most listings get 1-3 watches, a few hundred popular ones the rest (the most popular
-    most), 5 % none. Targets lie 0.5-30 % below the price at T0, most within 8 %."""
+    most). Targets lie 0.5-30 % below the price at T0, most within 8 %."""
     order = list(range(len(items)))
     rng.shuffle(order)
-    unwatched = int(len(items) * UNWATCHED_SHARE)
     popular = max(1, round(len(items) * POPULAR_PER_LISTING))
-    popular_ids = order[unwatched : unwatched + popular]
-    counts = dict.fromkeys(order[unwatched + popular :], 0)
-    for i in counts:
-        counts[i] = rng.choices((1, 2, 3), (0.6, 0.3, 0.1))[0]
+    popular_ids = order[:popular]
+    counts = {i: rng.choices((1, 2, 3), (0.6, 0.3, 0.1))[0] for i in order[popular:]}
     left = max(popular, watches - sum(counts.values()))
     shares = [1 / math.sqrt(rank + 1) for rank in range(popular)]
     total = sum(shares)
     for rank, i in enumerate(popular_ids):
         counts[i] = max(1, round(left * shares[rank] / total))
         items[i].popular = True
-    for i, count in counts.items():
+    for i in range(len(items)):
         item = items[i]
-        for _ in range(count):
+        for _ in range(counts[i]):
             away = rng.uniform(0.005, 0.08) if rng.random() < 0.6 else rng.uniform(0.08, 0.30)
             item.targets.append(max(1, math.floor(item.base * (1 - away))))
     for item in items:
@@ -135,24 +237,84 @@ def _spread_watches(rng: random.Random, items: list[Listing], watches: int, hori
             _add_sale(rng, item, horizon)
 
 
+def set_updates(world: World, edit_hours: float | None, seed: int) -> None:
+    """Every item's update times, shop by shop: a watched listing's at each price move and
+    each other edit (one every `edit_hours` on average, none when None); an unwatched item's
+    by the same rates, drawn for the shop as a whole (a Poisson process of the catalogue's
+    rate, each update falling on one of its unwatched items at random)."""
+    rng = random.Random(seed + 7)
+    horizon = world.horizon
+    edits = 0.0 if edit_hours is None else 1 / (edit_hours * 3600)
+    unwatched_rate = PRICE_MOVES_PER_HOUR / 3600 + edits
+    for shop in world.shops:
+        events: list[tuple[float, int]] = []
+        for i, n in enumerate(shop.watched):
+            events.extend((at, i) for at in world.items[n].times[1:])
+            events.extend((at, i) for at in _poisson(rng, edits, horizon))
+        unwatched = shop.size - len(shop.watched)
+        first = len(shop.watched)
+        events.extend(
+            (at, first + rng.randrange(unwatched))
+            for at in _poisson(rng, unwatched * unwatched_rate, horizon)
+        )
+        events.sort()
+        shop.at = array("d", (at for at, _ in events))
+        shop.which = array("i", (i for _, i in events))
+        initial = list(range(shop.size))
+        rng.shuffle(initial)
+        shop.initial = array("i", initial)
+
+
+def _poisson(rng: random.Random, rate: float, horizon: float) -> list[float]:
+    """The moments of a Poisson process of `rate` per second over [0, horizon)."""
+    out: list[float] = []
+    if rate <= 0:
+        return out
+    at = rng.expovariate(rate)
+    while at < horizon:
+        out.append(at)
+        at += rng.expovariate(rate)
+    return out
+
+
 def crossings(world: World) -> list[float | None]:
     """Per watch (in the order the watches were written): when its target was truly
     crossed, seconds after T0, or None."""
     out: list[float | None] = []
-    for item in world.listings:
-        if not item.targets:
-            continue
-        # Running minimum: the first time it reaches a target is when the price does.
-        negative_min, at_min, low = [], [], math.inf
-        for at, price in zip(item.times, item.prices, strict=True):
-            if price < low:
-                low = price
-                negative_min.append(-price)
-                at_min.append(at)
+    for item in world.items:
+        negative_min, at_min = _running_minimum(item)
         for target in item.targets:
             k = bisect.bisect_left(negative_min, -target)
             out.append(at_min[k] if k < len(at_min) else None)
     return out
+
+
+def crossing_events(world: World, after: float, before: float) -> list[int]:
+    """The watches each listing's price crosses at once, per moment (a moment at which the
+    running minimum passes one or more targets), for the moments in [after, before): what
+    one request at that moment would detect."""
+    sizes: list[int] = []
+    for item in world.items:
+        negative_min, at_min = _running_minimum(item)
+        crossed_at: dict[float, int] = {}
+        for target in item.targets:
+            k = bisect.bisect_left(negative_min, -target)
+            if k < len(at_min) and after <= at_min[k] < before:
+                crossed_at[at_min[k]] = crossed_at.get(at_min[k], 0) + 1
+        sizes.extend(crossed_at.values())
+    return sizes
+
+
+def _running_minimum(item: Item) -> tuple[list[int], list[float]]:
+    negative_min: list[int] = []
+    at_min: list[float] = []
+    low = math.inf
+    for at, price in zip(item.times, item.prices, strict=True):
+        if price < low:
+            low = price
+            negative_min.append(-price)
+            at_min.append(at)
+    return negative_min, at_min
 
 
 # --- the database ------------------------------------------------------------------------
@@ -160,23 +322,30 @@ def crossings(world: World) -> list[float | None]:
 START_TABLE = "bench_capacity_start"
 
 
-def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
-    """Listings, devices, watches and a little history (so the typical price and the 90-day
-    low, which the plan reads, survive the first poll). Returns the watch ids in world
-    order.
+def write_world(world: World, t0: dt.datetime) -> list[int]:
+    """Products, listings, devices, watches and a little history (so the typical price and
+    the 90-day low, which the plan reads, survive the first poll). Returns the watch ids in
+    world order.
 
     A million rows through the ORM take minutes: each table gets one row made by the ORM (so
     every column has what the model gives it), then the rest is copied from it in one
     INSERT … SELECT, with the columns that differ taken from a scratch table."""
     from django.db import connection, transaction
 
-    from watches.models import Channel, Device, Listing, PricePoint, Trigger, Watch
+    from watches.models import Channel, Device, Listing, PricePoint, Product, Trigger, Watch
 
-    rng = random.Random(seed + 1)
+    rng = random.Random(world.params.seed + 1)
     adapt = connection.ops.adapt_datetimefield_value
+    devices = max(1, world.watches // 10)
     with transaction.atomic():
+        product_ids: dict[str, int] = {}
+        if world.products:
+            Product.objects.bulk_create(
+                (Product(jan=jan, name=f"商品 {jan}") for jan in world.products), batch_size=500
+            )
+            product_ids = dict(Product.objects.values_list("jan", "id"))
         device = Device.objects.create(token_hash="template", channel=Channel.CONSOLE)
-        _copy(device, {"token_hash": "varchar(64)"}, ((f"{i:064x}",) for i in range(world.devices)))
+        _copy(device, {"token_hash": "varchar(64)"}, ((f"{i:064x}",) for i in range(devices)))
         device_ids = _ids(Device)
         template = Listing.objects.create(
             source="rakuten", item_code="template", shipping=0, in_stock=True, created_at=t0
@@ -192,6 +361,8 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
                 "typical_price": "integer",
                 "low_90": "integer",
                 "last_polled_at": polled,
+                "jan": "varchar(14)",
+                "product_id": "bigint",
             },
             (
                 (
@@ -200,10 +371,12 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
                     item.base,
                     item.base,
                     item.low,
-                    # Polled before T0 in no particular order: both orders start alike.
+                    # Polled before T0 in no particular order: both plans start alike.
                     adapt(t0 - dt.timedelta(seconds=rng.uniform(60, 48 * 3600))),
+                    item.jan,
+                    product_ids.get(item.jan),
                 )
-                for item in world.listings
+                for item in world.items
             ),
         )
         listing_ids = _ids(Listing)
@@ -219,7 +392,7 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
             {"observed_at": observed, "price": "integer", "listing_id": "bigint"},
             (
                 (adapt(t0 - dt.timedelta(days=days)), price, listing_id)
-                for listing_id, item in zip(listing_ids, world.listings, strict=True)
+                for listing_id, item in zip(listing_ids, world.items, strict=True)
                 for days, price in ((60, item.base), (20, item.low), (1, item.base))
             ),
         )
@@ -231,7 +404,7 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
             created_at=t0 - dt.timedelta(days=1),
             updated_at=t0 - dt.timedelta(days=1),
         )
-        per_device = max(1, world.watches // world.devices)
+        per_device = max(1, world.watches // devices)
         _copy(
             watch,
             {"target_price": "integer", "device_id": "bigint", "listing_id": "bigint"},
@@ -239,7 +412,7 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
                 (target, device_ids[n // per_device % len(device_ids)], listing_id)
                 for n, (listing_id, target) in enumerate(
                     (listing_id, target)
-                    for listing_id, item in zip(listing_ids, world.listings, strict=True)
+                    for listing_id, item in zip(listing_ids, world.items, strict=True)
                     for target in item.targets
                 )
             ),
@@ -252,6 +425,26 @@ def write_world(world: World, t0: dt.datetime, seed: int) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return _ids(Watch)
+
+
+def clear_world() -> None:
+    """Remove a world written by `write_world` (and all its scenarios left)."""
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        for table in (
+            "outbox_outboxevent",
+            "outbox_outbox",
+            "watches_watch",
+            "watches_pricepoint",
+            "watches_listing",
+            "watches_product",
+            "watches_device",
+            "watches_shopfeed",
+            "watches_feedcheck",
+        ):
+            cursor.execute(f"DELETE FROM {table}")
+        cursor.execute(f"DROP TABLE IF EXISTS {START_TABLE}")
 
 
 def _ids(model) -> list[int]:
@@ -295,7 +488,8 @@ def _copy(template, columns: dict[str, str], rows) -> None:
 
 
 def reset_world(t0: dt.datetime) -> None:
-    """Back to T0: the listings as written, no history, outbox rows or misses since."""
+    """Back to T0: the listings as written, no history, outbox rows, misses, shop feeds or
+    feed checks since."""
     from django.db import connection, transaction
 
     with transaction.atomic(), connection.cursor() as cursor:
@@ -311,6 +505,9 @@ def reset_world(t0: dt.datetime) -> None:
         )
         cursor.execute("DELETE FROM outbox_outboxevent")
         cursor.execute("DELETE FROM outbox_outbox")
+        cursor.execute("DELETE FROM watches_shopfeed")
+        cursor.execute("DELETE FROM watches_feedcheck")
+        cursor.execute("UPDATE watches_product SET last_polled_at = NULL, last_error = ''")
         cursor.execute(
             "UPDATE watches_watch SET missed_at = NULL, missed_price = NULL "
             "WHERE missed_at IS NOT NULL"

@@ -1,48 +1,66 @@
 #!/usr/bin/env python
-"""Capacity: how much of a marketplace's allowance polling turns into fresh prices and timely
-detections, with the poll plan and with the old oldest-first order, for 1 and 4 Rakuten
-application ids at 1 request/s each.
+"""Capacity: what one Rakuten application id (1 request/s) turns into fresh prices and timely
+detections, with today's plan (one item a request: POLL_SHAPES item) beside the new one
+(items, shops' feeds and products' offers: every shape), at 1,000 / 10,000 / 100,000 watched
+listings; then how the new plan fares when the world's shops and edits differ.
 
-The world (bench/_capacity_world.py): 100,000 listings and 1,000,000 target-price watches
-(5 % of listings unwatched, most 1-3 watches, 400 popular ones sharing the rest; targets
-0.5-30 % below the price, most within 8 %), each listing's true price a random walk on a
-simulated clock (calm, normal or jumpy) with occasional sales of 8-30 % for 30 min to 3 h.
-Every scenario starts from the same database state and sees the same prices.
+The world (bench/_capacity_world.py, `Params`; the reasons are in docs/capacity.md):
+- watched listings drawn from 5,000 shops by a Zipf law (exponent 1: the shop of rank k holds
+  a share ∝ 1/k; at 100,000 the largest holds about 11 %, half the shops under 7);
+- each shop's catalogue 20 × its watched listings, the rest unwatched but updated too: their
+  update times move at the same mean rate as a watched listing's (price moves and sales,
+  and other edits), drawn for the shop as a whole;
+- prices: per item a random walk (half calm, moving every 72 h on average; 35 % every
+  24 h; 15 % jumpy, every 6 h) and sales (8-30 % off for 30 min to 3 h; 12 % of items in
+  6 h, 30 % of the popular ones); stock is not modelled (every item in stock);
+- an item's update time moves on each price move, a sale's start and end, and on other
+  edits — once per 48 h on average by default (`--edit-hours`; `never`);
+- 30 % of watched listings are offers of a product (a JAN code) sold by 2-20 shops, every
+  offer a watched listing;
+- 10 target-price watches per watched listing: most listings 1-3, 400 in 100,000 popular
+  ones sharing the rest; targets 0.5-30 % below the price at T0, most within 8 %;
+- the first `--warmup-hours` (1) let the plan learn the shops' feeds: requests, prices
+  observed, coverage and crossings are counted after it; crossings only up to
+  `--tail-hours` (1) before the end, so that each has that long to be detected (the p95
+  target is an hour).
+
+At 100,000 watched listings a scenario takes some 7 minutes at 3 simulated hours; the
+sensitivity table (four more worlds, both plans) another hour: `--sensitivity-listings 10000`
+gives it in a quarter of an hour.
 
 Real (the production code, on the bench's own SQLite database, or PostgreSQL with
 `--db postgresql`, created and dropped by the bench):
-- the poll plan: `watches.polling.plan.plan` over `watches.polling.poll.due_listings`,
-  with the run's budget from `plan.run_budget` (rate × min(POLL_MAX_SECONDS,
-  60 × POLL_EVERY_MINUTES) × (1 − POLL_REFETCH_SHARE)), a run every POLL_EVERY_MINUTES,
-  with the default settings;
-- the oldest-first baseline: the order polling used before the plan,
-  `due_listings` (least recently checked first, no priority), given the same requests;
-- the Rakuten adapter (`watches.polling.observations.fetch`): real HTTP to a fake Ichiba on
-  127.0.0.1, through the real `Budget` of `RateLimiter`s, one per application id;
-- the observation rule (`watches.polling.observations.observe` and its save): the listing's last
-  seen price, last_polled_at, typical price and 90-day low, price points — what the plan
-  reads at the next run;
-- the coverage figures: `pollplan.watched_coverage`, the function admin's overview shows;
-- with `--judge real`: judging and enqueue too (`polling.poll` / `polling.poll_batch`:
-  `triggers.detect`, `outbox.enqueue.enqueue_many`); the detection is then the outbox row.
+- the entry point of a polling run, `watches.polling.poll.poll`, every POLL_EVERY_MINUTES
+  with POLL_MAX_SECONDS and the default settings, POLL_SHAPES set per plan: the plan, its
+  budget, its batches of items, shop pages (`feeds.poll_shops`, learning each shop's pace)
+  and products' offers (`products.polling.poll_product_batch`);
+- the Rakuten adapter over real HTTP to a fake Ichiba on 127.0.0.1, through the real
+  `RateLimiter` of the one application id; the observation rule and its save; the feeds'
+  trust check (`FeedCheck`).
 
 Simulated:
-- time: one simulated clock drives the limiters (a wait moves it instead of sleeping),
-  Django's clock (time-machine) and the fake Ichiba, which answers each item's true price at
-  that moment and counts requests per application id per simulated second (a 2nd in one
-  second would be answered 429 and counted);
-- by default (`--judge sim`), judging: for a target-price watch with nothing delivered yet,
-  `detect` fires exactly when an in-stock observation is at or below the target, so the
-  bench takes the first such observation (at its batch's enqueue time, as enqueue_many's
-  `created_at`) instead of loading a popular listing's 2,000 watches at every poll — the
-  full path takes several times the 10-minute budget at 1,000,000 watches. The smoke test
-  (tests/test_bench_capacity.py) runs both at a small size and checks they agree;
-- the dispatcher is not run: its re-fetches would spend the share polling leaves
-  (POLL_REFETCH_SHARE); detection delay is the true crossing → the enqueue of its row.
+- time: one clock drives the limiter (a wait moves it instead of sleeping), Django's clock
+  (time-machine) and the fake Ichiba, which answers from the world as it stands at that
+  moment — an item's price; a shop's items most recently updated first (the real API's
+  `sort=-updateTimestamp`), paged; a JAN code's offers cheapest first — and counts requests
+  per application id per simulated second (a 2nd in one second is answered 429);
+- by default (`--judge sim`), the judging of listing watches: for a target-price watch with
+  nothing delivered yet, `detect` fires exactly when an in-stock observation is at or below
+  the target, so the bench takes the first such observation (at its batch's enqueue time)
+  instead of loading a popular listing's 2,000 watches at every answer. Everything else in
+  the run is real. The smoke test (tests/test_bench_capacity.py) runs both at a small size
+  and checks they agree;
+- the dispatcher is not run: its re-checks spend the share polling leaves
+  (POLL_REFETCH_SHARE); the delay is the true crossing → the enqueue of its row.
 
-    .venv/bin/python bench/bench_capacity.py [--listings 100000] [--watches 1000000]
-        [--hours 3] [--ids 1,4] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
-        [--every-minutes POLL_EVERY_MINUTES]
+The bound: a plan that knew in advance when each listing crosses a target would spend one
+request at that moment, the moments that cross most watches first, and detect at once; with
+the new plan's requests it detects the share printed as "bound".
+
+    .venv/bin/python bench/bench_capacity.py [--sizes 1000,10000,100000] [--shops 5000]
+        [--hours 3] [--warmup-hours 1] [--tail-hours 1] [--edit-hours 48|never]
+        [--sensitivity-listings N]
+        [--no-sensitivity] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
 """
 
 from __future__ import annotations
@@ -60,9 +78,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _capacity_runs import APP_IDS, RATE, T0, Fixed, Row, run_scenario
+from _capacity_runs import APP_ID, PLANS, RATE, T0, Fixed, Row, run_scenario
+from _capacity_world import Params, World
 
-GOAL = 0.95
+# Targets at 100,000 watched listings, one id, the default world.
+TARGET_DETECTED, TARGET_P50, TARGET_P95 = 0.90, 15 * 60, 60 * 60
+BOUND_SHARE = 0.80  # of the oracle's detections, where the world makes a target unreachable
+SENSITIVITY_SHOPS = (200, 5_000, 20_000)
+SENSITIVITY_EDITS: tuple[float | None, ...] = (6.0, 48.0, None)
 
 
 class SimClock:
@@ -90,33 +113,74 @@ class SimClock:
         self._travel.stop()
 
 
-def fake_ichiba(world, clock: SimClock, rate: float):
-    """The fake Ichiba (tests/fakes/ichiba.py) answering each item's true price now, and
-    enforcing `rate` requests per application id per simulated second."""
-    from tests.fakes.ichiba import FakeIchiba, ichiba_item
+def fake_ichiba(clock: SimClock, rate: float):
+    """The fake Ichiba (tests/fakes/ichiba.py: its checks of path, key and parameters, its
+    answers' shape) answering from `world` (set before each world's scenarios) as it stands
+    now, enforcing `rate` requests per application id per simulated second."""
+    from tests.fakes.ichiba import FakeIchiba, _json, _page, ichiba_item
 
     class SimIchiba(FakeIchiba):
         def __init__(self) -> None:
             super().__init__()
-            self.accept(*APP_IDS)
-            self.by_code = {item.code: item for item in world.listings}
+            self.accept(APP_ID)
+            self.world: World | None = None
+            self.by_code: dict[str, int] = {}
+            self.shop_index: dict[str, int] = {}
             self.by_second: Counter[tuple[str, int]] = Counter()
+            self.shapes: Counter[tuple[str, int]] = Counter()  # (shape, second)
             self.too_many = 0
 
+        def use(self, world: World) -> None:
+            with self.lock:
+                self.world = world
+                self.by_code = {item.code: n for n, item in enumerate(world.items)}
+                self.shop_index = {shop.code: n for n, shop in enumerate(world.shops)}
+
         def answer(self, request):
-            key = (request.query.get("applicationId", ""), math.floor(clock.now))
-            code = request.query.get("itemCode", "")
+            refused = self._refused(request)
+            if refused is not None:
+                return refused
+            query = request.query
+            key = (query.get("applicationId", ""), math.floor(clock.now))
             with self.lock:
                 self.by_second[key] += 1
                 over = self.by_second[key] > rate
                 self.too_many += over
-                item = self.by_code.get(code)
-                if item is not None:
-                    price = item.price_at(clock.now - T0.timestamp())
-                    self.items[code] = ichiba_item(code, price=price)
-            return super().answer(
-                dataclasses.replace(request, fault="rate_limited") if over else request
-            )
+                shape = next(n for n in ("itemCode", "shopCode", "keyword") if query.get(n))
+                self.shapes[(shape, key[1])] += 1
+            if over:
+                return super().answer(dataclasses.replace(request, fault="rate_limited"))
+            hits, page = int(query.get("hits", 30)), int(query.get("page", 1))
+            items, total = self._found(query, hits, page, clock.now - T0.timestamp())
+            return _json(200, _page([ichiba_item(c, price=p) for c, p in items], total, page, hits))
+
+        def _found(
+            self, query: dict[str, str], hits: int, page: int, seconds: float
+        ) -> tuple[list[tuple[str, int]], int]:
+            world = self.world
+            assert world is not None  # set before any scenario asks
+            if query.get("itemCode"):
+                n = self.by_code.get(query["itemCode"])
+                if n is None or page > 1:
+                    return [], 0 if n is None else 1
+                return [(query["itemCode"], world.items[n].price_at(seconds))], 1
+            if query.get("shopCode"):
+                index = self.shop_index.get(query["shopCode"])
+                if index is None:
+                    return [], 0
+                shop = world.shops[index]
+                out = []
+                for i in world.shop_page(shop, seconds, page, hits):
+                    if i < len(shop.watched):
+                        item = world.items[shop.watched[i]]
+                        out.append((item.code, item.price_at(seconds)))
+                    else:
+                        out.append((f"{shop.code}:u{i}", 1_000))
+                return out, shop.size
+            offers = world.products.get(query.get("keyword", ""), [])
+            found = sorted((world.items[n].price_at(seconds), world.items[n].code) for n in offers)
+            chosen = found[(page - 1) * hits : page * hits]
+            return [(code, price) for price, code in chosen], len(found)
 
     return SimIchiba().start()
 
@@ -127,8 +191,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     os.environ.setdefault("DEMO_TICK", "0")
     from tests.fakes.ichiba import key_for
 
-    os.environ["RAKUTEN_APP_ID"] = APP_IDS[0]
-    os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_IDS[0])
+    os.environ["RAKUTEN_APP_ID"] = APP_ID
+    os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_ID)
     from _setup import django_on_temp_postgres, django_on_temp_sqlite, postgres_available
 
     if args.db == "postgresql":
@@ -137,40 +201,65 @@ def main(argv: list[str] | None = None) -> list[Row]:
         django_on_temp_postgres("capacity")
     else:
         django_on_temp_sqlite("capacity")
-    from django.conf import settings
-    from django.test import override_settings
+    base = Params(shops=args.shops, hours=args.hours, seed=args.seed, edit_hours=args.edit_hours)
+    worlds = [(dataclasses.replace(base, listings=n), base.edit_hours) for n in args.sizes]
+    if args.sensitivity:
+        at = dataclasses.replace(base, listings=args.sensitivity_listings)
+        worlds += [(dataclasses.replace(at, shops=n), at.edit_hours) for n in SENSITIVITY_SHOPS]
+        worlds += [(dataclasses.replace(at, edit_hours=e), e) for e in SENSITIVITY_EDITS]
+    return simulate(worlds, args.judge, args.warmup_hours, len(args.sizes), args.tail_hours)
 
-    every = args.every_minutes or settings.POLL_EVERY_MINUTES
-    with override_settings(POLL_EVERY_MINUTES=every):
-        return simulate(args.listings, args.watches, args.hours, args.ids, args.judge, args.seed)
+
+def _edit_hours(value: str) -> float | None:
+    return None if value == "never" else float(value)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--listings", type=int, default=100_000)
-    parser.add_argument("--watches", type=int, default=None, help="default: 10 per listing")
-    parser.add_argument("--hours", type=float, default=3.0)
-    parser.add_argument("--ids", default="1,4", help="application id counts, e.g. 1,4")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="watched listings")
+    parser.add_argument("--shops", type=int, default=Params.shops)
+    parser.add_argument("--hours", type=float, default=Params.hours)
+    parser.add_argument("--warmup-hours", type=float, default=1.0)
+    parser.add_argument("--tail-hours", type=float, default=1.0)
+    parser.add_argument("--edit-hours", type=_edit_hours, default=Params.edit_hours)
+    parser.add_argument(
+        "--sensitivity-listings", type=int, default=None, help="default: largest size"
+    )
+    parser.add_argument("--no-sensitivity", dest="sensitivity", action="store_false")
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--every-minutes", type=int, default=None, help="default: POLL_EVERY_MINUTES"
-    )
     args = parser.parse_args(argv)
-    args.watches = args.watches if args.watches is not None else 10 * args.listings
-    args.ids = [int(n) for n in args.ids.split(",")]
-    if not args.ids or max(args.ids) > len(APP_IDS) or min(args.ids) < 1:
-        parser.error(f"--ids: between 1 and {len(APP_IDS)} each")
+    args.sizes = [int(n) for n in args.sizes.split(",")]
+    args.sensitivity_listings = args.sensitivity_listings or max(args.sizes)
+    if args.warmup_hours + args.tail_hours >= args.hours:
+        parser.error("--hours must be longer than --warmup-hours and --tail-hours together")
     return args
 
 
+def label(params: Params, edit_hours: float | None) -> str:
+    edits = "never" if edit_hours is None else f"{edit_hours:g} h"
+    return f"{params.listings:,} in {params.shops:,} shops, edits {edits}"
+
+
 def simulate(
-    listings: int, watches: int, hours: float, ids: list[int], judge: str, seed: int = 1
+    worlds: list[tuple[Params, float | None]],
+    judge: str,
+    warmup_hours: float,
+    sizes: int,
+    tail_hours: float = 0.0,
 ) -> list[Row]:
-    """Build the world in the database Django is connected to, run every scenario (ids ×
-    plan/oldest-first, interleaved), print the table and the advice; return the rows."""
-    from _capacity_world import build_world, crossings, write_world
+    """Build each world (the first `sizes` make the size table, the rest the sensitivity
+    table) in the database Django is connected to (one at a time; worlds that
+    differ only in their edits share it), run today's plan and the new one on it in turn,
+    print the tables; return the rows."""
+    from _capacity_world import (
+        build_world,
+        clear_world,
+        crossings,
+        set_updates,
+        write_world,
+    )
     from django.conf import settings
     from django.test import override_settings
 
@@ -178,22 +267,20 @@ def simulate(
     from watches.marketplaces.ratelimit import forget_limiter
 
     started = time.monotonic()
-    world = build_world(listings, watches, hours, seed)
-    watch_ids = write_world(world, T0, seed)
-    crossed = dict(zip(watch_ids, crossings(world), strict=True))
-    print(
-        f"world: {listings:,} listings ({world.watched():,} watched), {len(watch_ids):,} "
-        f"watches, {hours:g} simulated hours; built in {time.monotonic() - started:.0f} s",
-        flush=True,
-    )
-    fixed = Fixed()
     clock = SimClock()
-    fake = fake_ichiba(world, clock, RATE)
-    rows = []
+    fake = fake_ichiba(clock, RATE)
+    rows: list[Row] = []
+    done: dict[str, Row] = {}
+    written: Params | None = None
+    world = None
+    crossed: dict[int, float | None] = {}
+    fixed = None
+    warmup, tail = warmup_hours * 3600, tail_hours * 3600
     try:
         with override_settings(
-            RAKUTEN_APP_ID=APP_IDS[0],
-            RAKUTEN_ACCESS_KEYS={app_id: key_for(app_id) for app_id in APP_IDS},
+            RAKUTEN_APP_ID=APP_ID,
+            RAKUTEN_APP_IDS=[APP_ID],
+            RAKUTEN_ACCESS_KEYS={APP_ID: key_for(APP_ID)},
             RAKUTEN_RATE_PER_SECOND=RATE,
             RAKUTEN_API_URL=fake.url,
             MARKETPLACE_ADAPTERS={
@@ -201,81 +288,154 @@ def simulate(
                 "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
             },
         ):
-            for count in ids:
-                for order in ("plan", "oldest-first"):
-                    rows.append(
-                        run_scenario(world, crossed, count, order, judge, clock, fake, fixed)
+            for params, edit_hours in worlds:
+                name = label(params, edit_hours)
+                if name in done:
+                    continue  # the same world as a row before (its rows serve both tables)
+                shape = dataclasses.replace(params, edit_hours=None)
+                if written != shape:
+                    built = time.monotonic()
+                    if written is not None:
+                        clear_world()
+                    world = build_world(params)
+                    watch_ids = write_world(world, T0)
+                    crossed = dict(zip(watch_ids, crossings(world), strict=True))
+                    fixed = Fixed()
+                    written = shape
+                    print(
+                        f"world {name}: {world.watched():,} watched listings in "
+                        f"{len(world.shops):,} shops ({sum(s.size for s in world.shops):,} "
+                        f"items), {len(world.products):,} products, {world.watches:,} watches; "
+                        f"written in {time.monotonic() - built:.0f} s",
+                        flush=True,
                     )
-                    print(_line(rows[-1]), flush=True)
+                assert world is not None and fixed is not None
+                set_updates(world, edit_hours, params.seed)
+                fake.use(world)
+                for plan in PLANS:
+                    row = run_scenario(
+                        world, name, crossed, plan, judge, clock, fake, fixed, warmup, tail
+                    )
+                    rows.append(row)
+                    done[name] = row
+                    print(f"  {plan}: {row.requests:,} requests, {row.wall:.0f} s", flush=True)
+            clear_world()
     finally:
         fake.stop()
         clock.stop()
-        for app_id in APP_IDS:
-            forget_limiter(f"rakuten:{app_id}", RATE)
-    print_table(rows, world.watched(), hours)
-    print_advice(rows, world.watched())
+        forget_limiter(f"rakuten:{APP_ID}", RATE)
+    names = [label(p, e) for p, e in worlds]
+    window = (warmup_hours, worlds[0][0].hours - tail_hours, worlds[0][0].hours)
+    print_table(rows, names[:sizes], list(dict.fromkeys(names[sizes:])), window)
     print(f"total {time.monotonic() - started:.0f} s")
     return rows
-
-
-def _line(row: Row) -> str:
-    return f"  {row.ids} id(s), {row.order}: {row.requests:,} requests, {row.wall:.0f} s"
 
 
 def _minutes(seconds: float | None) -> str:
     return "missed" if seconds is None else f"{seconds / 60:.0f} min"
 
 
-def print_table(rows: list[Row], watched: int, hours: float) -> None:
-    print(f"\nwatched listings: {watched:,}; {hours:g} simulated hours; coverage sampled every")
-    print("30 min from the first hour on (pollplan.watched_coverage); delay: true crossing →")
-    print("enqueue, over every watch whose target was crossed ('missed': never detected)\n")
-    print(
-        "| ids | order | requests (of allowance) | checked ≤ 15 min | ≤ 1 h | never checked "
-        "| crossed | detected | delay p50 | p95 |"
+def _row_line(row: Row, *, world: bool) -> str:
+    first = f"| {row.world} " if world else f"| {row.watched:,} "
+    return (
+        f"{first}| {row.plan} | {row.requests:,} | {_shapes(row)} "
+        f"| {row.observed / max(1, row.requests):.1f} "
+        f"| {row.within_15m:.1%} | {row.within_1h:.1%} | {row.known_15m:.1%} "
+        f"| {row.crossed:,} | {row.detected / max(1, row.crossed):.1%} "
+        f"| {_minutes(row.p50)} | {_minutes(row.p95)} | {row.bound:.1%} "
+        f"| {row.busiest_second} |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+
+
+def _shapes(row: Row) -> str:
+    return " / ".join(f"{row.by_shape.get(n, 0):,}" for n in ("itemCode", "shopCode", "keyword"))
+
+
+HEADER = (
+    "| plan | requests | items / shops / products | prices/request | checked ≤ 15 min | ≤ 1 h "
+    "| known ≤ 15 min | crossed | detected | delay p50 | p95 | bound | max req/s |"
+)
+
+
+def print_table(
+    rows: list[Row], sizes: list[str], rest: list[str], window: tuple[float, float, float]
+) -> None:
+    """The size table (`sizes`: their world labels), then the sensitivity table (`rest`),
+    then the targets. `window`: hours after T0 when counting starts, when the crossings
+    counted end, when the runs end."""
+    start, last, end = window
+    print(
+        f"\none Rakuten application id at {RATE:g} request/s; {end:g} simulated hours: requests, "
+        f"prices and coverage counted from {start:g} h on (the first hours let the plan "
+        f"learn the feeds), crossings from {start:g} h to {last:g} h (later ones have less "
+        f"time to be detected). 'checked': polled within the window "
+        "(pollplan.watched_coverage); 'known': checked, or shown unchanged by a shop feed "
+        "read since; delay: true crossing → enqueue ('missed': never detected); bound: "
+        "what a plan that knew the crossings in advance detects with the new plan's requests\n"
+    )
+    by_world: dict[str, list[Row]] = {}
     for row in rows:
-        print(
-            f"| {row.ids} | {row.order} | {row.requests:,} ({row.requests / row.allowance:.0%}) "
-            f"| {row.within_15m:.2%} | {row.within_1h:.2%} "
-            f"| {row.never_checked / row.watched:.0%} | {row.crossed:,} "
-            f"| {row.detected / max(1, row.crossed):.1%} | {_minutes(row.p50)} "
-            f"| {_minutes(row.p95)} |"
-        )
-    busiest = max(row.busiest_second for row in rows)
-    print(f"\nfake Ichiba: at most {busiest} request(s) per id in any simulated second, ", end="")
-    print(f"{sum(row.too_many for row in rows)} answered 429")
+        by_world.setdefault(row.world, []).append(row)
+    print("| watched " + HEADER)
+    print("|---" * 14 + "|")
+    for name in sizes:
+        for row in by_world.get(name, []):
+            print(_row_line(row, world=False))
+    if rest:
+        print("\nsensitivity (the new plan must never be worse than today's):\n")
+        print("| world " + HEADER)
+        print("|---" * 14 + "|")
+        for name in rest:
+            for row in by_world.get(name, []):
+                print(_row_line(row, world=True))
+    print(
+        f"\nfake Ichiba: at most {max(r.busiest_second for r in rows)} request(s) of the id "
+        f"in any simulated second, {sum(r.too_many for r in rows)} answered 429"
+    )
+    judge_targets(by_world, sizes, rest)
 
 
-def print_advice(rows: list[Row], watched: int) -> None:
-    """What to buy. The plan spends OLDEST_SHARE of each run on the watched listings checked
-    longest ago: that share alone keeps `share × requests/h ÷ goal` listings within the hour
-    (the rest goes to the listings near a line, again and again). Given for the requests one
-    id gives polling as configured, and when runs come back to back (a run every
-    POLL_MAX_SECONDS, the default): rate × 3,600 × (1 − POLL_REFETCH_SHARE) an hour."""
-    from django.conf import settings
+def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[str]) -> None:
+    """Whether the targets hold: at the largest size, the new plan's detections and delays
+    (or, where the oracle's bound is below a target, ≥ 80 % of the bound); in every
+    sensitivity row, the new plan no worse than today's."""
+    largest = {row.plan: row for row in by_world[sizes[-1]]}
+    new, today = largest["new"], largest["today"]
+    share = new.detected / max(1, new.crossed)
+    print(f"\ntargets at {new.watched:,} watched listings, one id:")
+    met = share >= TARGET_DETECTED or (
+        new.bound < TARGET_DETECTED and share >= BOUND_SHARE * new.bound
+    )
+    print(
+        f"- detected ≥ {TARGET_DETECTED:.0%}: {share:.1%} (bound {new.bound:.1%}; "
+        f"{share / new.bound if new.bound else 0:.0%} of it) — {'met' if met else 'NOT met'}"
+    )
+    for name, seconds, value in (("p50", TARGET_P50, new.p50), ("p95", TARGET_P95, new.p95)):
+        ok = value is not None and value <= seconds
+        verdict = "met" if ok else "NOT met"
+        print(f"- delay {name} ≤ {seconds // 60} min: {_minutes(value)} — {verdict}")
+    print(
+        f"- against today's plan: detected {today.detected / max(1, today.crossed):.1%}, "
+        f"p50 {_minutes(today.p50)}, p95 {_minutes(today.p95)}"
+    )
+    for name in rest:
+        pair = {row.plan: row for row in by_world.get(name, [])}
+        if len(pair) < 2:
+            continue
+        worse = _worse(pair["new"], pair["today"])
+        print(f"- {name}: new plan {'WORSE than' if worse else 'no worse than'} today's")
 
-    from watches.polling.plan import OLDEST_SHARE
 
-    hours = rows[0].allowance / rows[0].ids / RATE / 3600
-    spent = max(row.requests / row.ids / hours for row in rows)
-    full = RATE * 3600 * (1 - settings.POLL_REFETCH_SHARE)
-    keeps = OLDEST_SHARE * spent / GOAL, OLDEST_SHARE * full / GOAL
-    print(f"\nwhat to buy, for {GOAL:.0%} of the watched listings checked within 1 h or 15 min:")
-    print(f"one id gives polling {spent:,.0f} requests/h as configured ", end="")
-    print(f"(POLL_EVERY_MINUTES={settings.POLL_EVERY_MINUTES}), {full:,.0f}/h back to back;")
-    print(f"the plan's oldest quarter keeps {keeps[0]:,.0f} / {keeps[1]:,.0f} listings within")
-    print("the hour (oldest-first would need a quarter as many ids, and detect later)")
-    print("| watched listings | ids as configured: 1 h | 15 min | back to back: 1 h | 15 min |")
-    print("|---|---|---|---|---|")
-    for listings in sorted({1_000, 10_000, 100_000, watched}):
-        need = [
-            math.ceil(GOAL * listings / (OLDEST_SHARE * rate * window))
-            for rate in (spent, full)
-            for window in (1.0, 0.25)
-        ]
-        print(f"| {listings:,} | {need[0]} | {need[1]} | {need[2]} | {need[3]} |")
+def _worse(new: Row, today: Row) -> bool:
+    """Fewer crossings detected, or a later median delay."""
+
+    def share(row: Row) -> float:
+        return row.detected / max(1, row.crossed)
+
+    def p50(row: Row) -> float:
+        return math.inf if row.p50 is None else row.p50
+
+    return share(new) < share(today) or p50(new) > p50(today)
 
 
 if __name__ == "__main__":

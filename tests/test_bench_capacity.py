@@ -1,7 +1,9 @@
-"""bench/bench_capacity.py at a tiny size, so it cannot rot: it runs every scenario through
-the real plan, adapter and limiter against its fake Ichiba, never goes over 1 request/s per
-application id, and its simulated judging (the first observation at or below a target) finds
-exactly what the real polling path enqueues."""
+"""bench/bench_capacity.py at a tiny size, so it cannot rot: every scenario (today's plan of one
+item a request, the new plan of items, shops' feeds and products' offers; a size world and a
+sensitivity world) runs through the real polling entry point, adapter and limiter against its
+fake Ichiba, never goes over 1 request/s for the application id, and its simulated judging
+(the first observation at or below a target) finds exactly what the real polling path
+enqueues. Not timed: the figures are the bench's."""
 
 from __future__ import annotations
 
@@ -19,15 +21,14 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 @pytest.fixture
 def bench_capacity(settings):
-    # A run of 30 s every 15 min: 24 requests per id, so 200 listings are more than a run can
-    # ask about, and 8 runs in 2 hours keep the test short.
+    # A run of 30 s every 15 min: 24 requests, so 200 listings are more than a run can ask
+    # about, and 10 runs in 2.5 hours keep the test short.
     settings.POLL_MAX_SECONDS = 30
     settings.POLL_EVERY_MINUTES = 15
-    # The plan of one request an item: this world's shops and products are not modelled yet.
-    settings.POLL_SHAPES = ["item"]
     sys.path.insert(0, str(BENCH))
     try:
         spec = importlib.util.spec_from_file_location("bench_capacity", BENCH / "bench_capacity.py")
+        assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
@@ -36,10 +37,15 @@ def bench_capacity(settings):
 
 
 def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench_capacity, capsys):
+    from _capacity_world import Params
+
+    small = Params(listings=200, shops=30, watches=2_000, hours=2.5)
+    worlds = [(small, 48.0), (Params(listings=200, shops=8, watches=2_000, hours=2.5), None)]
+
     def run(judge: str) -> list:
-        # Each run builds its world afresh: the first one's is rolled back.
+        # Each run builds its worlds afresh: the first one's are rolled back.
         with transaction.atomic():
-            rows = bench_capacity.simulate(200, 2_000, hours=2, ids=[1, 2], judge=judge)
+            rows = bench_capacity.simulate(worlds, judge, warmup_hours=1, sizes=1, tail_hours=0.5)
             transaction.set_rollback(True)
         return rows
 
@@ -47,21 +53,22 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
     printed = capsys.readouterr().out
     real = run("real")
 
-    assert [(row.ids, row.order) for row in simulated] == [
-        (1, "plan"),
-        (1, "oldest-first"),
-        (2, "plan"),
-        (2, "oldest-first"),
-    ]
+    assert [row.plan for row in simulated] == ["today", "new", "today", "new"]
     for row in simulated:
-        assert row.requests == row.ids * 24 * 8  # 8 runs in 2 hours, each its whole budget
+        # 6 runs after the first hour, each its whole budget (today's plan always has a
+        # listing to ask; the new one stops when what is left is already answered).
+        assert row.requests == 24 * 6 if row.plan == "today" else 0 < row.requests <= 24 * 6
         assert row.busiest_second == 1
         assert row.too_many == 0
         assert row.crossed > 0
+    today, new = simulated[0], simulated[1]
+    assert set(today.by_shape) == {"itemCode"}, "today's plan asks one item a request"
+    assert new.by_shape.get("shopCode") and new.by_shape.get("keyword")
+    assert new.observed > new.requests, "a page or a product's offers answers several"
     assert sum(row.detected for row in simulated) > 0
     # The simulated judging is what polling enqueues, watch by watch, to the second.
     for sim_row, real_row in zip(simulated, real, strict=True):
         assert sim_row.detections == real_row.detections
         assert sim_row.requests == real_row.requests
-    assert "| 2 | oldest-first |" in printed
-    assert "what to buy" in printed
+    assert "sensitivity" in printed
+    assert "targets at 200 watched listings" in printed

@@ -110,6 +110,61 @@ def test_a_listing_whose_shop_feed_showed_every_change_since_waits_for_the_other
     assert covered.pk < other.pk, "given first (least recently polled order), yet waits"
 
 
+def test_a_complete_feed_does_not_answer_listings_observed_before_its_chain_began(clock):
+    # The feed has shown every change for 30 minutes and will again, but these were last
+    # observed an hour ago: a change before the chain began is on no page.
+    crowded = [listing(f"read:item{n}", target=995) for n in range(4)]
+    ShopFeed.objects.create(
+        source="rakuten",
+        shop="read",
+        read_at=T0 - dt.timedelta(minutes=5),
+        complete_since=T0 - dt.timedelta(minutes=30),
+        updates_per_hour=6.0,
+        top=["read:other"],
+    )
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(1))
+
+    assert [item.shape for item in chosen] == [Shape.ITEM]
+    assert chosen[0].listing_id in {item.pk for item in crowded}
+
+
+def test_a_busy_shops_page_is_worth_the_few_watched_listings_it_shows(clock):
+    # 60 watched listings in a shop whose page overflows (600 changes an hour, read 10
+    # minutes ago, none of its listings on the last page): a page shows one or two of
+    # them, not 30 % of them all.
+    for n in range(60):
+        listing(f"busy:item{n}", target=900)
+    ShopFeed.objects.create(
+        source="rakuten",
+        shop="busy",
+        read_at=T0 - dt.timedelta(minutes=10),
+        complete_since=T0 - dt.timedelta(minutes=10),
+        updates_per_hour=600.0,
+        top=[f"busy:other{n}" for n in range(30)],
+    )
+    near = listing("quiet:item", target=995)
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(1))
+
+    assert shapes_of(chosen) == [(Shape.ITEM, near.pk)]
+
+
+def test_a_listing_many_watch_near_their_line_goes_before_a_product_of_lone_watches(clock):
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    for n in range(3):
+        listing(f"shop{n}:scottie", target=990, product_id=product.pk, jan=product.jan)
+    crowded = listing("other:coffee", target=990)
+    for _ in range(99):
+        WatchFactory(
+            listing=crowded, device=DeviceFactory(), trigger=Trigger.TARGET_PRICE, target_price=990
+        )
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(1, frozenset({Shape.ITEM, Shape.PRODUCT})))
+
+    assert shapes_of(chosen) == [(Shape.ITEM, crowded.pk)]
+
+
 def test_feeds_are_trusted_until_item_requests_contradict_them(clock):
     assert feeds.trusted("rakuten")
     FeedCheck.objects.create(source="rakuten", confirmed=10, contradicted=10)
@@ -150,6 +205,42 @@ def test_a_read_that_does_not_reach_back_starts_the_chain_again():
 
     assert feed.complete_since == T0, "changes beyond the page may have been missed"
     assert feed.updates_per_hour >= 30.0
+
+
+def busy_shop_reads(pace: float, every: dt.timedelta, reads: int) -> list[Page]:
+    """Page 1 of a shop whose items change `pace` an hour, read every `every`: each read's
+    newest 30 items (a changed item goes to the top)."""
+    changed, pages = 0.0, []
+    for n in range(reads):
+        at = T0 + n * every
+        changed += pace * every.total_seconds() / 3600
+        newest = round(changed)
+        pages.append(page([f"s:c{k}" for k in range(newest, newest - 30, -1)], at))
+    return pages
+
+
+def test_a_busy_shops_learned_pace_rises_to_its_true_pace_within_a_few_reads():
+    # 300 changes an hour, read every 10 minutes: 50 changes between reads, so no page
+    # reaches back to the last one, and each only proves "at least 180 an hour".
+    feed = ShopFeed(source="rakuten", shop="s")
+    learned = []
+    for read in busy_shop_reads(300, dt.timedelta(minutes=10), 5):
+        feeds._learn_from(feed, read, 30)
+        learned.append(feed.updates_per_hour)
+
+    assert learned[:2] == [None, pytest.approx(180.0)]
+    # The floor said the next page would reach back; it did not: the belief doubles.
+    assert learned[2] >= 300
+    # Once the belief says pages overflow, more reads that overflow raise it no further.
+    assert learned[4] == learned[2] <= 2 * 300
+
+
+def test_a_shop_whose_pages_reach_back_keeps_its_measured_pace():
+    feed = ShopFeed(source="rakuten", shop="s")
+    for read in busy_shop_reads(60, dt.timedelta(minutes=10), 5):
+        feeds._learn_from(feed, read, 30)
+
+    assert feed.updates_per_hour == pytest.approx(60.0)
 
 
 def test_an_item_that_changed_again_alone_does_not_prove_the_order_resumes():

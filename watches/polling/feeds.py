@@ -120,14 +120,13 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
     whole = len(codes) < per_page  # the shop's whole catalogue fits on the page
     if feed.read_at is not None and at > feed.read_at:
         hours = (at - feed.read_at).total_seconds() / 3600
-        # Changed in between: the items above where the last order resumes; at least a
-        # page's worth when it does not resume on this page.
-        changed = resumes if resumes is not None else (len(codes) if whole else per_page)
-        pace = changed / hours
-        if resumes is None and not whole:
-            pace = max(pace, feed.updates_per_hour or 0.0)  # a floor, not a measure
         old = feed.updates_per_hour
-        feed.updates_per_hour = pace if old is None else LEARNING * pace + (1 - LEARNING) * old
+        if resumes is None and not whole:
+            feed.updates_per_hour = _busier(old, per_page / hours, hours, per_page)
+        else:
+            # Changed in between: the items above where the last order resumes.
+            pace = (resumes if resumes is not None else len(codes)) / hours
+            feed.updates_per_hour = pace if old is None else LEARNING * pace + (1 - LEARNING) * old
     complete = whole or (feed.read_at is not None and resumes is not None)
     if not complete or feed.complete_since is None:
         # The chain starts (again) here: from now on a read that reaches back to this one
@@ -136,6 +135,21 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
     feed.read_at = at
     feed.top = codes
     feed.last_error = ""
+
+
+def _busier(old: float | None, floor: float, hours: float, per_page: int) -> float:
+    """A shop's pace after a read that did not reach back to the last one: more than a page
+    changed in `hours`, so the pace is at least `floor` — a bound, not a measure. Where the
+    pace believed so far said the page would reach back (`old × hours ≤ per_page`), the read
+    contradicts it: the belief at least doubles, so a busy shop's pace is found within a
+    few reads instead of staying at the floor of the reads' own interval (which made the
+    plan expect whole pages from a shop that overflows them). Where it already said the page
+    would not reach back, the read tells nothing more than the floor."""
+    if old is None:
+        return floor
+    if old * hours <= per_page:
+        return max(floor, 2 * old)
+    return max(floor, old)
 
 
 def _where_it_resumes(codes: list[str], before: list[str]) -> int | None:

@@ -15,10 +15,14 @@ The requests go by priority:
    measured a quarter of the watched listings never checked in 3 hours at 4 ids, while
    oldest-first checked them all), and the overview's "checked within 1 h" falls with it;
 1. listings with live watches, highest score first, where the score is
-   `(4 × closeness + popularity + volatility) × staleness`:
+   `(4 × closeness × √watches + popularity + volatility) × staleness`:
    - closeness, 0–1: how near the listing's price is to making one of its watches fire —
      1 at or past the line, ½ at 5 % away (a target price, the line of a price drop, the
-     90-day low; back-in-stock watches are close while the listing is out of stock);
+     90-day low; back-in-stock watches are close while the listing is out of stock) —
+     weighed by the square root of its live watches: a crossing near a crowd's line tells
+     many people, and a product's or a shop's request, which sums its listings' worth,
+     must not outbid it with a few lone watches each (bench/bench_capacity.py measured a
+     listing of 1,200 watches 0.5 % from their line left unasked for an hour);
    - popularity, 0–1: log10(1 + live watches) / 3 (1,000 watches is 1);
    - volatility, 0–1: how far the 90-day low dips below the typical price, 20 % being 1;
    - staleness: polling intervals since the last poll, at most 4 (never polled: 4), so a
@@ -328,19 +332,58 @@ def _shaped(
                 continue
             feed = shop_feeds.get((source, shop))
             share = _page_reach(feed, reach.per_page, now)
+            if share >= 1:
+                # Expected to show every change since the last read: what it does not show
+                # held its price, and needs no request of its own this run — but only where
+                # the listing was observed since the chain of complete reads began (a change
+                # before that would not be on the page: such a listing needs its own request
+                # once, and is then answered by the feed for as long as the chain holds).
+                watched = [row for row in watched if _inside_chain(row, feed)]
+                if not watched:
+                    continue
+            else:
+                # It answers only the watched listings among the page's items.
+                share = _watched_on_page(feed, watched, reach.per_page, share)
             parts = {
                 row["id"]: _score_at(row, base, _since_feed(row, feed), now, interval)
                 for row in watched
             }
-            # Expected to show every change since the last read: what it does not show held
-            # its price, and needs no request of its own this run. Otherwise it answers a
-            # share of them.
             covers = tuple(parts) if share >= 1 else ()
             request = Planned(
                 None, source, True, share * sum(parts.values()), Shape.SHOP, shop, None, covers
             )
             candidates.append(_Candidate(request, parts, share))
     return candidates
+
+
+def _inside_chain(row: dict, feed: ShopFeed | None) -> bool:
+    """Whether a read that reaches back to the feed's last one answers this listing: it was
+    observed after the chain of complete reads began."""
+    observed = row["last_polled_at"]
+    return (
+        feed is not None
+        and feed.complete_since is not None
+        and observed is not None
+        and observed >= feed.complete_since
+    )
+
+
+def _watched_on_page(
+    feed: ShopFeed | None, watched: list[dict], per_page: int, share: float
+) -> float:
+    """The share of a shop's due watched listings a page that does not reach back to its last
+    read is expected to show: a page of the shop's latest changes holds its watched listings
+    as often as its last page did (never read: as often as they could fill one), so a shop
+    whose catalogue is mostly unwatched answers a few of them, not `share` of them all.
+    bench/bench_capacity.py measured the plan without this reading the feeds of the largest
+    shops (11,000 watched listings in 220,000 items) run after run for 1.5 of them a page."""
+    if feed is None or not feed.top:
+        return min(share, UNKNOWN_REACH * min(1.0, per_page / len(watched)))
+    codes = {row["item_code"] for row in watched}
+    known = sum(1 for code in feed.top if code in codes)
+    # Smoothed: a page with none of them does not prove the next will have none.
+    expected = per_page * (known + 0.5) / (len(feed.top) + 1)
+    return min(share, expected / len(watched))
 
 
 # The share of a shop's changes page 1 is expected to show when its pace is not yet known.
@@ -430,7 +473,7 @@ def watch_groups(listings: QuerySet[Listing]) -> dict[int, list[WatchGroup]]:
 
 def _base(row: dict, groups: list[WatchGroup]) -> float:
     """What checking one watched listing is worth before time counts:
-    `4 × closeness + popularity + volatility` (see the module's docstring). A run values
+    `4 × closeness × √watches + popularity + volatility` (see the module's docstring). A run values
     every due listing — 95,000 at each run in bench_capacity — so this stays in floats."""
     closeness = max([_closeness(row, group) for group in groups])
     watches = sum(group.count for group in groups)
@@ -439,7 +482,7 @@ def _base(row: dict, groups: list[WatchGroup]) -> float:
     typical, low = row["typical_price"], row["low_90"]
     if typical and low is not None:
         volatility = min(1.0, max(0.0, (typical - low) / typical) / VOLATILE_AT)
-    return CLOSENESS_WEIGHT * closeness + popularity + volatility
+    return CLOSENESS_WEIGHT * closeness * math.sqrt(watches) + popularity + volatility
 
 
 def _staleness(at: dt.datetime | None, now: dt.datetime, interval: dt.timedelta) -> float:
