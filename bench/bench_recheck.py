@@ -198,7 +198,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--horizon-minutes", type=float, default=15.0)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--batch-size", type=int, default=None, help="OUTBOX_BATCH_SIZE")
-    parser.add_argument("--cycles", action="store_true", help="print every cycle of the first round")
+    parser.add_argument("--cycles", action="store_true", help="print the first round's cycles")
     args = parser.parse_args(argv)
     if args.catalogue < args.watched:
         parser.error("--catalogue: at least --watched")
