@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import math
 import os
 import sys
@@ -80,37 +79,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _capacity_runs import APP_ID, PLANS, RATE, T0, Fixed, Row, run_scenario
 from _capacity_world import Params, World
+from _clock import SimClock
 
 # Targets at 100,000 watched listings, one id, the default world.
 TARGET_DETECTED, TARGET_P50, TARGET_P95 = 0.90, 15 * 60, 60 * 60
 BOUND_SHARE = 0.80  # of the oracle's detections, where the world makes a target unreachable
 SENSITIVITY_SHOPS = (200, 5_000, 20_000)
 SENSITIVITY_EDITS: tuple[float | None, ...] = (6.0, 48.0, None)
-
-
-class SimClock:
-    """Simulated time: limiters read and sleep on it; Django's clock follows (time-machine)."""
-
-    def __init__(self) -> None:
-        import time_machine
-
-        self.now = T0.timestamp()
-        self._travel = time_machine.travel(T0, tick=False)
-        self._coordinates = self._travel.start()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self._coordinates.shift(seconds)
-
-    def move_to(self, timestamp: float) -> None:
-        self.now = timestamp
-        self._coordinates.move_to(dt.datetime.fromtimestamp(timestamp, dt.UTC))
-
-    def stop(self) -> None:
-        self._travel.stop()
 
 
 def fake_ichiba(clock: SimClock, rate: float):
@@ -267,7 +242,7 @@ def simulate(
     from watches.marketplaces.ratelimit import forget_limiter
 
     started = time.monotonic()
-    clock = SimClock()
+    clock = SimClock(T0)
     fake = fake_ichiba(clock, RATE)
     rows: list[Row] = []
     done: dict[str, Row] = {}

@@ -65,6 +65,8 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _clock import SimClock
+
 T0 = dt.datetime(2026, 12, 1, 3, 0, tzinfo=dt.UTC)  # noon in Tokyo: no quiet hours
 APP_ID = "recheck-app"
 RATE = 1.0  # requests/s per application id: Rakuten Ichiba's allowance
@@ -73,32 +75,6 @@ TARGET = 950  # every watch's target price
 BEFORE, SALE = 1000, 900  # the watched items' prices before and during the sale
 PATHS = ("items", "shop pages")
 GOAL_SECONDS = 600
-
-
-class SimClock:
-    """Simulated time: the limiter reads and sleeps on it; Django's clock follows
-    (time-machine)."""
-
-    def __init__(self, start: dt.datetime) -> None:
-        import time_machine
-
-        self.now = start.timestamp()
-        self._travel = time_machine.travel(start, tick=False)
-        self._coordinates = self._travel.start()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self._coordinates.shift(seconds)
-
-    def move_to(self, timestamp: float) -> None:
-        self.now = timestamp
-        self._coordinates.move_to(dt.datetime.fromtimestamp(timestamp, dt.UTC))
-
-    def stop(self) -> None:
-        self._travel.stop()
 
 
 def fake_ichiba(clock: SimClock):
