@@ -14,6 +14,9 @@ from enum import StrEnum
 from typing import Any, Protocol, cast
 
 from common.registry import configured_instance
+from common.text import clip
+from watches.marketplaces.answers import MAX_DETAIL
+from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, Slot
 from watches.models import effective_price, net_price, unit_price
 
 
@@ -210,3 +213,19 @@ def get_marketplace(source: str) -> Marketplace:
         Marketplace,
         configured_instance("MARKETPLACE_ADAPTERS", source, what="marketplace adapter"),
     )
+
+
+def take_slot(budget: Budget, max_wait: float | None) -> Slot | FetchError:
+    """A request's slot of `budget`, or why there is none: the fleet's allowance is unknown
+    (the limiter unreachable: `ours`, and the rest of the batch should not ask either — each
+    try could wait out a timeout), or a 429 holds it off longer than a caller should block
+    (rate limited without asking; the next try is refused at once the same way)."""
+    try:
+        slot = budget.acquire(max_wait=max_wait)
+    except LimiterUnavailable as exc:
+        return FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
+    if slot is None:
+        return FetchError(
+            FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=budget.wait_needed()
+        )
+    return slot

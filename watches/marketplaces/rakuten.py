@@ -74,9 +74,15 @@ from watches.marketplaces.base import (
     Page,
     PageResult,
     Shape,
+    take_slot,
     unaskable,
 )
-from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, app_id_label, limiter_for
+from watches.marketplaces.ratelimit import (
+    Budget,
+    LimiterUnavailable,
+    app_id_label,
+    limiter_for,
+)
 from watches.points import MAX_RATE, holds, rakuten_points, window_end, window_time
 
 log = logging.getLogger("watches.marketplaces.rakuten")
@@ -192,21 +198,11 @@ class RakutenMarketplace:
     def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the budget: the answer's JSON object and when it came, or
         what went wrong. A fault that stops the batch is kept in `_stop`."""
-        try:
-            slot = self.budget.acquire(max_wait=self.max_wait)
-        except LimiterUnavailable as exc:
-            # No budget, no request: the fleet's allowance is unknown. The rest of the batch
-            # is not asked either (each try could wait out a timeout).
-            self._stop = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
-            return self._stop
-        if slot is None:
-            # Held off (a 429) for longer than a caller should block: rate limited without
-            # asking (the next key's try is refused at once the same way).
-            return FetchError(
-                FetchKind.RATE_LIMITED,
-                "waiting out the rate limit",
-                retry_after=self.budget.wait_needed(),
-            )
+        slot = take_slot(self.budget, self.max_wait)
+        if isinstance(slot, FetchError):
+            if slot.ours:  # no budget, no request: the rest of the batch is not asked
+                self._stop = slot
+            return slot
         self._asked = app_id = slot.app_id
         query = {"applicationId": app_id, "formatVersion": 2, "format": "json", **params}
         try:

@@ -76,6 +76,7 @@ from watches.marketplaces.base import (
     Page,
     PageResult,
     Shape,
+    take_slot,
     unaskable,
 )
 from watches.marketplaces.ratelimit import Budget, LimiterUnavailable, limiter_for
@@ -197,20 +198,11 @@ class YahooMarketplace:
     def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the rate limiter: the answer's JSON object and when it came,
         or what went wrong."""
-        try:
-            slot = self.budget.acquire(max_wait=self.max_wait)
-        except LimiterUnavailable as exc:
-            # No budget, no request: the fleet's allowance is unknown.
-            self._stop = FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
-            return self._stop
-        if slot is None:
-            # Held off (a 429) for longer than a caller should block: the rest of the batch
-            # is rate limited without asking.
-            return FetchError(
-                FetchKind.RATE_LIMITED,
-                "waiting out the rate limit",
-                retry_after=self.budget.wait_needed(),
-            )
+        slot = take_slot(self.budget, self.max_wait)
+        if isinstance(slot, FetchError):
+            if slot.ours:  # no budget, no request: the rest of the batch is not asked
+                self._stop = slot
+            return slot
         self._asked = True
         try:
             response = self.session.get(
