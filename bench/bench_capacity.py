@@ -393,12 +393,32 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
         f"- against today's plan: detected {today.detected / max(1, today.crossed):.1%}, "
         f"p50 {_minutes(today.p50)}, p95 {_minutes(today.p95)}"
     )
+    print(
+        f"- the few: listings 1-3 people watch hold {new.few_crossed:,} of the "
+        f"{new.crossed:,} crossed watches ({new.few_crossed / max(1, new.crossed):.1%}); "
+        f"told within the hour: {_share(new.few_within_hour, new.few_crossed)} "
+        f"(today's plan {_share(today.few_within_hour, today.few_crossed)}); a p95 within "
+        f"the hour needs {_needed(new)} of them"
+    )
     for name in rest:
         pair = {row.plan: row for row in by_world.get(name, [])}
         if len(pair) < 2:
             continue
         worse = _worse(pair["new"], pair["today"])
         print(f"- {name}: new plan {'WORSE than' if worse else 'no worse than'} today's")
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def _needed(row: Row) -> str:
+    """The share of the few's crossings told within the hour that a p95 within the hour
+    needs, when every other crossing is told within it."""
+    if not row.few_crossed:
+        return "none"
+    missing = max(0, math.ceil(0.95 * row.crossed) - (row.crossed - row.few_crossed))
+    return f"{missing / row.few_crossed:.0%}"
 
 
 def _worse(new: Row, today: Row) -> bool:

@@ -165,6 +165,89 @@ def test_a_listing_many_watch_near_their_line_goes_before_a_product_of_lone_watc
     assert shapes_of(chosen) == [(Shape.ITEM, crowded.pk)]
 
 
+def test_a_products_offers_add_up_as_the_delays_they_clear_not_as_their_scores(clock):
+    # Six offers of lone watches, each a sixteenth as watched as the crowded listing and as
+    # close: their scores sum past the crowd's, the root of their squares does not.
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    offers = [
+        listing(f"shop{n}:scottie", target=990, product_id=product.pk, jan=product.jan)
+        for n in range(6)
+    ]
+    crowded = listing("other:coffee", target=990)
+    for _ in range(15):
+        WatchFactory(
+            listing=crowded, device=DeviceFactory(), trigger=Trigger.TARGET_PRICE, target_price=990
+        )
+    scores = {
+        item.listing_id: item.score
+        for item in plan(due_listings(T0), T0, reaches=reach(None, frozenset({Shape.ITEM})))
+    }
+    assert sum(scores[offer.pk] for offer in offers) > scores[crowded.pk]
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(2, frozenset({Shape.ITEM, Shape.PRODUCT})))
+
+    assert shapes_of(chosen) == [(Shape.ITEM, crowded.pk), (Shape.PRODUCT, product.jan)]
+
+
+def test_the_longest_unchecked_listing_asks_with_the_request_that_answers_most_of_what_is_due(
+    clock,
+):
+    # Budget 4: a quarter (1) to the listing checked longest ago. Its product's page
+    # answers it and its two other offers, all far from their lines, for that one request.
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    offers = [
+        listing(
+            f"shop{n}:scottie",
+            target=300,
+            product_id=product.pk,
+            jan=product.jan,
+            last_polled_at=T0 - dt.timedelta(hours=3 + n),
+        )
+        for n in range(3)
+    ]
+    close = [
+        listing(f"near{n}:item", target=995, last_polled_at=T0 - dt.timedelta(minutes=20))
+        for n in range(4)
+    ]
+    products = frozenset({Shape.ITEM, Shape.PRODUCT})
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(4, products))
+
+    asked = shapes_of(chosen)
+    assert (Shape.PRODUCT, product.jan) in asked
+    [by_product] = [item for item in chosen if item.shape == Shape.PRODUCT]
+    assert set(by_product.covers) == {offer.pk for offer in offers}
+    assert {item.listing_id for item in chosen if item.shape == Shape.ITEM} < {
+        item.pk for item in close
+    }
+    # One item a request: the quarter answers the oldest offer alone.
+    items_only = plan(due_listings(T0), T0, reaches=reach(4, frozenset({Shape.ITEM})))
+    assert (Shape.ITEM, offers[2].pk) in shapes_of(items_only)
+    assert not {offers[0].pk, offers[1].pk} & {item.listing_id for item in items_only}
+
+
+def test_a_listing_a_complete_feed_showed_unchanged_is_not_the_longest_unchecked(clock):
+    # Polled 3 h ago, but its shop's feed has shown every change since 4 h ago, up to 5
+    # minutes ago, and not this listing: the quarter goes to the one polled 2 h ago.
+    shown = listing("read:item", target=300, last_polled_at=T0 - dt.timedelta(hours=3))
+    ShopFeed.objects.create(
+        source="rakuten",
+        shop="read",
+        read_at=T0 - dt.timedelta(minutes=5),
+        complete_since=T0 - dt.timedelta(hours=4),
+        updates_per_hour=6.0,
+        top=["read:other"],
+    )
+    unknown = listing("unread:item", target=300, last_polled_at=T0 - dt.timedelta(hours=2))
+    for n in range(4):
+        listing(f"near{n}:item", target=995, last_polled_at=T0 - dt.timedelta(minutes=20))
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(4))
+
+    asked = [item.listing_id for item in chosen]
+    assert unknown.pk in asked and shown.pk not in asked
+
+
 def test_feeds_are_trusted_until_item_requests_contradict_them(clock):
     assert feeds.trusted("rakuten")
     FeedCheck.objects.create(source="rakuten", confirmed=10, contradicted=10)
@@ -353,6 +436,31 @@ def test_a_polling_run_reads_a_crowded_shops_feed_and_asks_a_lone_listing_alone(
 
     assert shop_requests(ichiba) == [("big", "1")]
     assert item_requests(ichiba) == ["small:item"]
+
+
+def test_a_run_asks_in_order_of_worth_whatever_the_shape(clock, ichiba, settings):
+    # A crowd near its line, then a product of two lone watches, then one lone watch: asked
+    # in that order, each batch judged before the next is asked (not every item first).
+    settings.RAKUTEN_RATE_PER_SECOND = 4.0
+    settings.POLL_MAX_SECONDS = 3  # 12 requests at 4/s…
+    settings.POLL_REFETCH_SHARE = 0.75  # …a quarter of them for polling: 3
+    crowd = listing("crowd:item", target=995)
+    for _ in range(3):
+        WatchFactory(
+            listing=crowd, device=DeviceFactory(), trigger=Trigger.TARGET_PRICE, target_price=995
+        )
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    for n in range(2):
+        made = listing(f"shop{n}:scottie", target=995, product_id=product.pk, jan=product.jan)
+        ichiba.add(made.item_code, price=1000, jan=product.jan)
+    lone = listing("lone:item", target=990)
+    for made in (crowd, lone):
+        ichiba.add(made.item_code, price=1000)
+
+    poll()
+
+    asked = [q.get("itemCode") or q.get("keyword") for q in ichiba.requests]
+    assert asked == ["crowd:item", product.jan, "lone:item"]
 
 
 def test_the_recheck_of_rows_that_share_a_shop_asks_its_feed_once(clock, ichiba, recording_channel):

@@ -165,14 +165,21 @@ def poll(
 
 
 def _batches(planned: list[Planned], size: int) -> Iterable[list[Planned]]:
-    """The plan's requests in batches of one source and one shape each, in the plan's order
-    within each (source, shape)."""
-    by_kind: dict[tuple[str, Shape], list[Planned]] = defaultdict(list)
+    """The plan's requests in its order (most worth first), cut into batches of at most
+    `size` requests of one source and one shape: a batch is judged when its last answer is
+    in, so a product's request between two items must not hold the first item's detection
+    until every item of the run has been asked."""
+    batch: list[Planned] = []
     for request in planned:
-        by_kind[(request.source, request.shape)].append(request)
-    for requests in by_kind.values():
-        for start in range(0, len(requests), size):
-            yield requests[start : start + size]
+        if batch and (
+            len(batch) >= size
+            or (request.source, request.shape) != (batch[0].source, batch[0].shape)
+        ):
+            yield batch
+            batch = []
+        batch.append(request)
+    if batch:
+        yield batch
 
 
 def _run(batch: list[Planned]) -> PollResult:
