@@ -404,8 +404,18 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
         pair = {row.plan: row for row in by_world.get(name, [])}
         if len(pair) < 2:
             continue
-        worse = _worse(pair["new"], pair["today"])
-        print(f"- {name}: new plan {'WORSE than' if worse else 'no worse than'} today's")
+        new_row, today_row = pair["new"], pair["today"]
+        worse = _worse(new_row, today_row)
+        print(
+            f"- {name}: new plan {'WORSE than' if worse else 'no worse than'} today's "
+            f"(detected {_share(new_row.detected, new_row.crossed)} against "
+            f"{_share(today_row.detected, today_row.crossed)}, p50 {_seconds(new_row.p50)} "
+            f"against {_seconds(today_row.p50)})"
+        )
+
+
+def _seconds(value: float | None) -> str:
+    return "missed" if value is None else f"{value:.0f} s"
 
 
 def _share(part: int, whole: int) -> str:
