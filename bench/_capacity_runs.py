@@ -12,7 +12,7 @@ import math
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from unittest import mock
 
 from _capacity_world import World, crossing_events, reset_world
@@ -50,6 +50,10 @@ class Row:
     # ones), and how many of them were told within the hour: the tail the p95 is.
     few_crossed: int = 0
     few_within_hour: int = 0
+    # The n-th watch of the world → its delay (inf: never told), for the crossings counted:
+    # two plans compared watch by watch, which a few large crowds cannot swing as they can
+    # a median.
+    delays: dict[int, float] = field(default_factory=dict)
 
 
 class Fixed:
@@ -268,6 +272,7 @@ def _row(
         detections={place[watch]: at for watch, at in detected.items()},
         few_crossed=len(few_delays),
         few_within_hour=sum(1 for delay in few_delays if delay <= 3600),
+        delays={place[watch]: delay for watch, delay in counted.items()},
     )
 
 

@@ -410,8 +410,18 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
             f"- {name}: new plan {'WORSE than' if worse else 'no worse than'} today's "
             f"(detected {_share(new_row.detected, new_row.crossed)} against "
             f"{_share(today_row.detected, today_row.crossed)}, p50 {_seconds(new_row.p50)} "
-            f"against {_seconds(today_row.p50)})"
+            f"against {_seconds(today_row.p50)}; {_sooner(new_row, today_row)})"
         )
+
+
+def _sooner(new: Row, today: Row) -> str:
+    """Watch by watch: how many crossed watches the new plan told sooner, and later."""
+    sooner = later = 0
+    for watch, delay in new.delays.items():
+        other = today.delays.get(watch, math.inf)
+        sooner += delay < other
+        later += delay > other
+    return f"told {sooner:,} crossed watches sooner, {later:,} later"
 
 
 def _seconds(value: float | None) -> str:
