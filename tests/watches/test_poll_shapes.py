@@ -48,6 +48,19 @@ def listing(code: str, *, price: int = 1000, target: int | None = None, **fields
     return made
 
 
+def read_completely_since(since: dt.datetime) -> ShopFeed:
+    """Shop "read"'s feed, read 5 minutes ago, every change shown since `since` (a quiet
+    shop: 6 changes an hour, none of them a listing of ours)."""
+    return ShopFeed.objects.create(
+        source="rakuten",
+        shop="read",
+        read_at=T0 - dt.timedelta(minutes=5),
+        complete_since=since,
+        updates_per_hour=6.0,
+        top=["read:other"],
+    )
+
+
 def shapes_of(chosen) -> list[tuple[Shape, str | int | None]]:
     return [
         (item.shape, item.listing_id if item.shape == Shape.ITEM else item.key) for item in chosen
@@ -95,14 +108,7 @@ def test_a_listing_whose_shop_feed_showed_every_change_since_waits_for_the_other
     # change since before the first was observed, and it was not among them.
     covered = listing("read:item", target=995)
     other = listing("unread:item", target=995)
-    ShopFeed.objects.create(
-        source="rakuten",
-        shop="read",
-        read_at=T0 - dt.timedelta(minutes=5),
-        complete_since=HOUR_AGO - dt.timedelta(minutes=1),
-        updates_per_hour=6.0,
-        top=["read:other"],
-    )
+    read_completely_since(HOUR_AGO - dt.timedelta(minutes=1))
 
     chosen = plan(due_listings(T0), T0, reaches=reach(1))
 
@@ -114,14 +120,7 @@ def test_a_complete_feed_does_not_answer_listings_observed_before_its_chain_bega
     # The feed has shown every change for 30 minutes and will again, but these were last
     # observed an hour ago: a change before the chain began is on no page.
     crowded = [listing(f"read:item{n}", target=995) for n in range(4)]
-    ShopFeed.objects.create(
-        source="rakuten",
-        shop="read",
-        read_at=T0 - dt.timedelta(minutes=5),
-        complete_since=T0 - dt.timedelta(minutes=30),
-        updates_per_hour=6.0,
-        top=["read:other"],
-    )
+    read_completely_since(T0 - dt.timedelta(minutes=30))
 
     chosen = plan(due_listings(T0), T0, reaches=reach(1))
 
@@ -230,14 +229,7 @@ def test_a_listing_a_complete_feed_showed_unchanged_is_not_the_longest_unchecked
     # Polled 3 h ago, but its shop's feed has shown every change since 4 h ago, up to 5
     # minutes ago, and not this listing: the quarter goes to the one polled 2 h ago.
     shown = listing("read:item", target=300, last_polled_at=T0 - dt.timedelta(hours=3))
-    ShopFeed.objects.create(
-        source="rakuten",
-        shop="read",
-        read_at=T0 - dt.timedelta(minutes=5),
-        complete_since=T0 - dt.timedelta(hours=4),
-        updates_per_hour=6.0,
-        top=["read:other"],
-    )
+    read_completely_since(T0 - dt.timedelta(hours=4))
     unknown = listing("unread:item", target=300, last_polled_at=T0 - dt.timedelta(hours=2))
     for n in range(4):
         listing(f"near{n}:item", target=995, last_polled_at=T0 - dt.timedelta(minutes=20))
