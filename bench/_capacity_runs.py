@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from unittest import mock
 
-from _capacity_world import World, crossing_events, reset_world
+from _capacity_world import PRICE_MOVES_PER_HOUR, World, crossing_events, reset_world
 
 T0 = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)  # 09:00 in Tokyo
 APP_ID = "capacity-app-1"
@@ -54,6 +54,9 @@ class Row:
     # two plans compared watch by watch, which a few large crowds cannot swing as they can
     # a median.
     delays: dict[int, float] = field(default_factory=dict)
+    # The most of the few's crossings a plan without foresight could tell within the hour
+    # with as many requests (`few_ceiling`).
+    few_ceiling: float = 1.0
 
 
 class Fixed:
@@ -273,6 +276,7 @@ def _row(
         few_crossed=len(few_delays),
         few_within_hour=sum(1 for delay in few_delays if delay <= 3600),
         delays={place[watch]: delay for watch, delay in counted.items()},
+        few_ceiling=few_ceiling(world, requests / ((world.horizon - window[0]) / 3600)),
     )
 
 
@@ -295,6 +299,37 @@ def oracle_bound(world: World, window: tuple[float, float], requests: int) -> fl
     sizes = sorted(crossing_events(world, *window), reverse=True)
     total = sum(sizes)
     return sum(sizes[:requests]) / total if total else 1.0
+
+
+def few_ceiling(world: World, requests_per_hour: float, per_page: int = 30) -> float:
+    """The largest share of the few's crossings (listings not popular) a plan that does not
+    know in advance where prices cross could tell within the hour, even with every one of
+    `requests_per_hour` on them. A crossing is told within the hour only by a request in that
+    hour that shows it, and a request shows at most an hour of so many listings' changes:
+    - a product's page, its offers' prices now: the last hour of each offer;
+    - a page of a shop's latest changes, `per_page` of them: about `per_page` / (catalogue ×
+      an item's updates an hour) hours of each watched listing, the same for every shop (its
+      catalogue grows with its watched listings);
+    - an item, one listing's.
+    The widest requests are counted first, and what they show is not taken from what the
+    others show (a product's offers are in shops too), so the share is an upper bound; it
+    leaves the popular listings unasked, which no plan can afford."""
+    params = world.params
+    edits = 0.0 if params.edit_hours is None else 1 / params.edit_hours
+    per_shop_page = per_page / (params.catalogue * (PRICE_MOVES_PER_HOUR + edits))
+    few = sum(1 for item in world.items if not item.popular)
+    few_offers = (
+        sum(1 for n in offers if not world.items[n].popular) for offers in world.products.values()
+    )
+    products = sorted(few_offers, reverse=True)
+    left, shown = requests_per_hour, 0.0
+    for offers in products:
+        if offers <= per_shop_page or left < 1:
+            break
+        shown += offers
+        left -= 1
+    shown += left * per_shop_page
+    return min(1.0, shown / few) if few else 1.0
 
 
 __all__ = ["APP_ID", "PLANS", "RATE", "T0", "Fixed", "Row", "run_scenario"]

@@ -72,3 +72,50 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
         assert sim_row.requests == real_row.requests
     assert "sensitivity" in printed
     assert "targets at 200 watched listings" in printed
+
+
+def test_the_few_ceiling_counts_products_wider_than_a_shop_page_first_and_caps_at_all(
+    bench_capacity,
+):
+    from _capacity_runs import few_ceiling
+    from _capacity_world import PRICE_MOVES_PER_HOUR, Item, Params, World
+
+    # 100 listings one to three people watch, one popular; a product of 20 offers (one of
+    # them the popular listing: 19 of the few) and one of 5. Without other edits a page of
+    # 30 of a shop's latest changes shows 30 / (20 × 0.0865) ≈ 17 listings' hour.
+    items = [Item(f"s:w{n}", 0, 100, 90, [0.0], [100]) for n in range(101)]
+    items[0].popular = True
+    products = {"4900000000001": list(range(20)), "4900000000002": list(range(20, 25))}
+    world = World(Params(listings=101, edit_hours=None), items, [], products, 3 * 3600.0)
+    page = 30 / (20 * PRICE_MOVES_PER_HOUR)
+    assert 5 < page < 19
+
+    # The 19-offer product first, the 5-offer one never (a shop page shows more).
+    assert few_ceiling(world, 3) == pytest.approx((19 + 2 * page) / 100)
+    assert few_ceiling(world, 1) == pytest.approx(19 / 100)
+    assert few_ceiling(world, 50) == 1.0
+
+
+def test_a_plan_is_worse_on_fewer_detections_more_watches_told_later_or_a_median_a_minute_later(
+    bench_capacity,
+):
+    from _capacity_runs import Row
+
+    def row(plan: str, detected: int, p50: float | None, delays: dict[int, float]) -> Row:
+        return Row(
+            world="w", plan=plan, watched=10, requests=10, by_shape={}, observed=10,
+            within_15m=0.0, within_1h=0.0, known_15m=0.0, crossed=100, detected=detected,
+            p50=p50, p95=None, bound=1.0, too_many=0, busiest_second=1, wall=0.0,
+            detections={}, delays=delays,
+        )  # fmt: skip
+
+    today = row("today", 90, 400.0, {1: 100.0, 2: 100.0, 3: 100.0})
+    # 16 s later on the median, two watches told sooner and one later: no worse.
+    assert not bench_capacity._worse(row("new", 90, 416.0, {1: 50, 2: 50, 3: 500}), today)
+    # More watches told later than sooner.
+    assert bench_capacity._worse(row("new", 90, 400.0, {1: 50, 2: 500, 3: 500}), today)
+    # Fewer crossings detected.
+    assert bench_capacity._worse(row("new", 89, 400.0, {1: 50, 2: 50, 3: 50}), today)
+    # A median a minute later, or never told where today's was.
+    assert bench_capacity._worse(row("new", 90, 460.0, {1: 50, 2: 50, 3: 50}), today)
+    assert bench_capacity._worse(row("new", 90, None, {1: 50, 2: 50, 3: 50}), today)
