@@ -13,16 +13,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
+    pushes = 0  # messages taken: several rows for one device go out as one digest
+    lock = threading.Lock()
 
 
-def start_slow_push_service(latency: float) -> tuple[ThreadingHTTPServer, str]:
-    """The running server and its origin (`http://127.0.0.1:<port>`)."""
+def start_slow_push_service(latency: float) -> tuple[_Server, str]:
+    """The running server (`pushes`: the messages it took) and its origin
+    (`http://127.0.0.1:<port>`)."""
 
     class SlowPushService(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with server.lock:
+                server.pushes += 1
             time.sleep(latency)
             self.send_response(201)
             self.send_header("Content-Length", "0")
