@@ -286,6 +286,7 @@ def simulate(
                     )
                 assert world is not None and fixed is not None
                 set_updates(world, edit_hours, params.seed)
+                world.params = params  # a shared world takes this row's edits
                 fake.use(world)
                 for plan in PLANS:
                     row = run_scenario(
