@@ -5,8 +5,11 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    (`lease_expired`), or `failed` at the cap (`outbox.claims`);
 2. selects due rows from the `outbox_due` index — `status IN (pending, retry) AND
    next_attempt_at <= now`, oldest first — and
-3. claims them atomically in batches (one conditional UPDATE per batch; `FOR UPDATE SKIP
+3. claims them atomically in batches (one conditional UPDATE per claim; `FOR UPDATE SKIP
    LOCKED` on PostgreSQL), so any number of dispatchers can run at once (`outbox.claims`);
+   a batch holds at most OUTBOX_BATCH_SIZE rows and no more re-checks than the marketplaces
+   answer while the first answer is fresh — rows that share a listing or a product count
+   once, so a crowd's rows fill a batch by further claims;
 4. drops rows whose watch was removed or paused, whose listing was paused, or whose device
    has no subscription (`outbox.recheck`), and holds rows whose device is in its quiet
    hours until the window ends (`outbox.holds`);
@@ -152,22 +155,62 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
     # Every step that writes is one transaction, run again when the database ends it to
     # break a deadlock (`common.retrying`): such a failure costs a pause, not the cycle.
     result.recovered = retrying(lambda: recover_expired_leases(cycle.clock()))
-    # No more rows a batch than the marketplaces can re-check while the first answer is still
-    # fresh enough to send: a batch asks all its re-checks before its first delivery.
-    batch = services.recheck_capacity(dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE))
-    batch = settings.OUTBOX_BATCH_SIZE if batch is None else min(batch, settings.OUTBOX_BATCH_SIZE)
+    # No more re-checks a batch than the marketplaces can answer while the first answer is
+    # still fresh enough to send: a batch asks all its re-checks before its first delivery.
+    rechecks = services.recheck_capacity(dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE))
     remaining = limit
     while remaining is None or remaining > 0:
-        size = batch if remaining is None else min(remaining, batch)
-        claim = _claim(cycle, size)
+        claim, drained = _claim_batch(cycle, rechecks, remaining, deadline)
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded
         if claim.ids:
             result.by_status.update(_process_batch(cycle, claim.ids))
         if remaining is not None:
             remaining -= len(claim.ids) + claim.superseded
-        if claim.selected < size or time.monotonic() > deadline:
+        if drained or time.monotonic() > deadline:
             return
+
+
+def _claim_batch(
+    cycle: _Cycle, rechecks: int | None, remaining: int | None, deadline: float
+) -> tuple[Claim, bool]:
+    """Claim one batch: at most OUTBOX_BATCH_SIZE rows (and `remaining`) over at most
+    `rechecks` re-checks (None: no marketplace limits them). Rows that share one — a
+    listing's watches, a product's — cost one request between them, so while the rows
+    claimed leave room for more re-checks, claim again: a crowd's rows go out in batches as
+    large as any other's, not in the few rows one id re-checks at a time, each batch's own
+    work between them (bench/bench_delivery.py). Returns the batch's claims together, and
+    whether the last found the queue drained (fewer due rows than it asked for)."""
+    rows = settings.OUTBOX_BATCH_SIZE
+    if remaining is not None:
+        rows = min(rows, remaining)
+    batch = Claim()
+    keys: set[tuple[str, int]] = set()
+    while True:
+        size = rows - len(batch.ids) - batch.superseded
+        if rechecks is not None:
+            size = min(size, rechecks - len(keys))  # each row adds at most one re-check
+        claim = _claim(cycle, size)
+        batch.ids += claim.ids
+        batch.selected += claim.selected
+        batch.superseded += claim.superseded
+        if claim.selected < size:
+            return batch, True
+        if rechecks is None or time.monotonic() > deadline:
+            return batch, False
+        keys |= _recheck_keys(claim.ids)
+        if len(batch.ids) + batch.superseded >= rows or len(keys) >= rechecks:
+            return batch, False
+
+
+def _recheck_keys(ids: list[int]) -> set[tuple[str, int]]:
+    """What the re-check of these rows asks for: a product watch's product, or a listing."""
+    return {
+        ("product", product) if product else ("listing", listing)
+        for listing, product in Outbox.objects.filter(id__in=ids).values_list(
+            "watch__listing_id", "watch__product_id"
+        )
+    }
 
 
 def _claim(cycle: _Cycle, size: int) -> Claim:

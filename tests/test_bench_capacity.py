@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,22 @@ def test_a_plan_is_worse_on_fewer_detections_more_watches_told_later_or_a_median
     # A median a minute later, or never told where today's was.
     assert bench_capacity._worse(row("new", 90, 460.0, {1: 50, 2: 50, 3: 50}), today)
     assert bench_capacity._worse(row("new", 90, None, {1: 50, 2: 50, 3: 50}), today)
+
+
+def test_the_delay_of_the_crossings_told_leaves_out_those_never_told(bench_capacity):
+    from _capacity_runs import Row
+
+    never = float("inf")
+    # 20 crossed watches: 18 told after 1..18 minutes, 2 never told. Counting those two as
+    # never, the 95th percentile is never reached; of the 18 told, it is 18 minutes.
+    delays = {n: 60.0 * (n + 1) for n in range(18)} | {18: never, 19: never}
+    row = Row(
+        world="w", plan="new", watched=20, requests=10, by_shape={}, observed=10,
+        within_15m=0.0, within_1h=0.0, known_15m=0.0, crossed=20, detected=18,
+        p50=600.0, p95=None, bound=1.0, too_many=0, busiest_second=1, wall=0.0,
+        detections={}, delays=delays,
+    )  # fmt: skip
+
+    assert bench_capacity.told_percentile(row, 0.95) == 18 * 60.0
+    assert bench_capacity.told_percentile(row, 0.5) == 10 * 60.0
+    assert bench_capacity.told_percentile(replace(row, delays={1: never}), 0.95) is None

@@ -537,6 +537,55 @@ def test_a_dispatch_batch_holds_what_the_budget_rechecks_while_the_first_answer_
     assert services.recheck_capacity(dt.timedelta(seconds=30)) is None, "the demo: no budget"
 
 
+def test_a_crowds_rows_fill_a_batch_past_what_the_budget_rechecks_one_listing_each(
+    clock, ichiba, recording_channel, settings
+):
+    from unittest import mock
+
+    from outbox import dispatch
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Status
+    from tests.fakes.clock import FakeClock
+    from tests.fakes.ichiba import APP_ID
+    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
+
+    settings.RAKUTEN_RATE_PER_SECOND = 1.0  # 15 re-checks a batch (the test above)
+    fake = FakeClock()  # the limiter's waits cost no time
+    install_limiter(f"rakuten:{APP_ID}", 1.0, RateLimiter(1.0, clock=fake, sleep=fake.sleep))
+    settings.POLL_SHAPES = ["item"]  # one request an item: each listing its own re-check
+    FeedCheck.objects.create(source="rakuten", confirmed=0, contradicted=50)
+    detections = []
+    crowd = listing("crowd:item", price=900)
+    ichiba.add(crowd.item_code, price=900)
+    for _ in range(40):  # a crowd's rows first, then 20 lone listings'
+        watch = WatchFactory(listing=crowd, device=DeviceFactory(), target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    for n in range(20):
+        ichiba.add(f"lone{n}:item", price=900)
+        watch = WatchFactory(listing=listing(f"lone{n}:item", price=900), target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    enqueue_many(detections)
+
+    batches: list[list[int]] = []
+    process = dispatch._process_batch
+
+    def spy(cycle, ids):
+        batches.append(list(ids))
+        return process(cycle, ids)
+
+    with mock.patch.object(dispatch, "_process_batch", spy):
+        run_cycle()
+
+    assert Outbox.objects.filter(status=Status.SENT).count() == 60
+    listings = dict(Outbox.objects.values_list("id", "watch__listing_id"))
+    rechecked = [{listings[pk] for pk in batch} for batch in batches]
+    assert all(len(asked) <= 15 for asked in rechecked), "never more re-checks than the budget"
+    # The crowd's 40 rows and 14 lone listings in the first batch (15 re-checks), not 15 rows.
+    assert [len(batch) for batch in batches] == [54, 6]
+    assert item_requests(ichiba).count("crowd:item") == 1
+
+
 def test_a_products_offers_answer_their_own_listing_watches_too(clock, yahoo):
     from watches.products.polling import poll_product_batch
 
