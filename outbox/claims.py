@@ -29,6 +29,7 @@ import os
 import socket
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -49,23 +50,37 @@ def new_holder() -> str:
 @dataclass
 class Claim:
     """What one claim did: the rows it now holds, how many due rows it looked at (fewer than
-    asked for: the queue is empty) and how many older rows it dropped `superseded`."""
+    asked for, none `left`: the queue is empty) and how many older rows it dropped
+    `superseded`."""
 
     ids: list[int] = field(default_factory=list)
     selected: int = 0
     superseded: int = 0
+    # Selected rows left due because `keep` stopped before them: the queue is not drained.
+    left: int = 0
 
 
-def claim_due(holder: str, limit: int, now: dt.datetime) -> Claim:
+def claim_due(
+    holder: str,
+    limit: int,
+    now: dt.datetime,
+    keep: Callable[[list[Candidate]], int] | None = None,
+) -> Claim:
     """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
     claim). Per watch and channel only the newest due detection is claimed — whichever
     dispatcher's batch its older rows fell into — and the older due rows end
     `dropped`/`superseded`, as do due rows behind a newer one already sent. A watch and
     channel another dispatcher has in flight is left alone, even when both claimed at once
-    (the in-flight index refuses ours: caught)."""
+    (the in-flight index refuses ours: caught). `keep`, given the rows selected, says how
+    many of the first of them to claim (the rest stay due, counted in `left`); `selected`
+    counts them all."""
     with transaction.atomic():
         selected = select_due(now, limit)
         claim = Claim(selected=len(selected))
+        if keep is not None:
+            kept = keep(selected)
+            claim.left = len(selected) - kept
+            selected = selected[:kept]
         if not selected:
             return claim
         backlogs = _backlogs(selected, now)

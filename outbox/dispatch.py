@@ -5,11 +5,11 @@ A cycle (run every minute by django-q2, or by `manage.py dispatch_outbox`):
    (`lease_expired`), or `failed` at the cap (`outbox.claims`);
 2. selects due rows from the `outbox_due` index — `status IN (pending, retry) AND
    next_attempt_at <= now`, oldest first — and
-3. claims them atomically in batches (one conditional UPDATE per claim; `FOR UPDATE SKIP
+3. claims them atomically in batches (one conditional UPDATE per batch; `FOR UPDATE SKIP
    LOCKED` on PostgreSQL), so any number of dispatchers can run at once (`outbox.claims`);
    a batch holds at most OUTBOX_BATCH_SIZE rows and no more re-checks than the marketplaces
    answer while the first answer is fresh — rows that share a listing or a product count
-   once, so a crowd's rows fill a batch by further claims;
+   once, so a crowd's rows fill a batch;
 4. drops rows whose watch was removed or paused, whose listing was paused, or whose device
    has no subscription (`outbox.recheck`), and holds rows whose device is in its quiet
    hours until the window ends (`outbox.holds`);
@@ -48,6 +48,7 @@ import datetime as dt
 import logging
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -63,11 +64,12 @@ from outbox.holds import hold_quiet_rows
 from outbox.lease import Lease
 from outbox.models import DispatchRun, Outbox, Status
 from outbox.pacing import Pace
+from outbox.queue import Candidate
 from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
 from watches.marketplaces.base import FetchResult, Observation
-from watches.models import Device, Listing, Product
+from watches.models import Device, Listing, Product, Watch
 
 log = logging.getLogger("outbox.dispatch")
 
@@ -160,7 +162,7 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
     rechecks = services.recheck_capacity(dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE))
     remaining = limit
     while remaining is None or remaining > 0:
-        claim, drained = _claim_batch(cycle, rechecks, remaining, deadline)
+        claim, drained = _claim_batch(cycle, rechecks, remaining)
         result.claimed += len(claim.ids)
         result.by_status[Status.DROPPED] += claim.superseded
         if claim.ids:
@@ -171,50 +173,45 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
             return
 
 
-def _claim_batch(
-    cycle: _Cycle, rechecks: int | None, remaining: int | None, deadline: float
-) -> tuple[Claim, bool]:
+def _claim_batch(cycle: _Cycle, rechecks: int | None, remaining: int | None) -> tuple[Claim, bool]:
     """Claim one batch: at most OUTBOX_BATCH_SIZE rows (and `remaining`) over at most
     `rechecks` re-checks (None: no marketplace limits them). Rows that share one — a
-    listing's watches, a product's — cost one request between them, so while the rows
-    claimed leave room for more re-checks, claim again: a crowd's rows go out in batches as
-    large as any other's, not in the few rows one id re-checks at a time, each batch's own
-    work between them (bench/bench_delivery.py). Returns the batch's claims together, and
-    whether the last found the queue drained (fewer due rows than it asked for)."""
-    rows = settings.OUTBOX_BATCH_SIZE
+    listing's watches, a product's — cost one request between them, so the batch takes the
+    oldest due rows up to the first that would need one re-check too many: a crowd's rows go
+    out in batches as large as any other's, not in the few rows one id re-checks at a time,
+    each batch's own work between them (bench/bench_delivery.py). Returns the claim, and
+    whether it found the queue drained (fewer due rows than it asked for)."""
+    size = settings.OUTBOX_BATCH_SIZE
     if remaining is not None:
-        rows = min(rows, remaining)
-    batch = Claim()
-    keys: set[tuple[str, int]] = set()
-    while True:
-        size = rows - len(batch.ids) - batch.superseded
-        if rechecks is not None:
-            size = min(size, rechecks - len(keys))  # each row adds at most one re-check
-        claim = _claim(cycle, size)
-        batch.ids += claim.ids
-        batch.selected += claim.selected
-        batch.superseded += claim.superseded
-        if claim.selected < size:
-            return batch, True
-        if rechecks is None or time.monotonic() > deadline:
-            return batch, False
-        keys |= _recheck_keys(claim.ids)
-        if len(batch.ids) + batch.superseded >= rows or len(keys) >= rechecks:
-            return batch, False
+        size = min(size, remaining)
+    keep = None if rechecks is None else _within(rechecks)
+    claim = retrying(lambda: claim_due(cycle.holder, size, cycle.clock(), keep))
+    return claim, claim.selected < size and not claim.left
 
 
-def _recheck_keys(ids: list[int]) -> set[tuple[str, int]]:
-    """What the re-check of these rows asks for: a product watch's product, or a listing."""
-    return {
-        ("product", product) if product else ("listing", listing)
-        for listing, product in Outbox.objects.filter(id__in=ids).values_list(
-            "watch__listing_id", "watch__product_id"
-        )
-    }
+def _within(rechecks: int) -> Callable[[list[Candidate]], int]:
+    """How many of the due rows selected, oldest first, a batch can re-check with at most
+    `rechecks` requests: a product watch's row asks for its product, a listing watch's for
+    its listing (`_recheck`)."""
 
+    def keep(selected: list[Candidate]) -> int:
+        watches = {candidate.row.watch_id for candidate in selected}
+        asks = {
+            watch: ("product", product) if product else ("listing", listing)
+            for watch, listing, product in Watch.objects.filter(id__in=watches).values_list(
+                "id", "listing_id", "product_id"
+            )
+        }
+        asked: set[tuple[str, int]] = set()
+        for n, candidate in enumerate(selected):
+            ask = asks.get(candidate.row.watch_id)
+            if ask is not None and ask not in asked:
+                if len(asked) == rechecks:
+                    return n
+                asked.add(ask)
+        return len(selected)
 
-def _claim(cycle: _Cycle, size: int) -> Claim:
-    return retrying(lambda: claim_due(cycle.holder, size, cycle.clock()))
+    return keep
 
 
 def _process_batch(cycle: _Cycle, ids: list[int]) -> Counter[Status]:

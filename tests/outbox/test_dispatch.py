@@ -505,6 +505,33 @@ def test_dead_dispatcher_cannot_record_over_the_one_that_took_over(frozen):
     ) == [row.pk]
 
 
+def test_a_claim_takes_the_first_rows_keep_allows_and_leaves_the_rest_due(frozen):
+    rows = [enqueue_for(_watch()) for _ in range(5)]
+    claim = claim_due("holder", 10, timezone.now(), keep=lambda selected: 2)
+    assert claim.ids == [rows[0].pk, rows[1].pk]
+    assert (claim.selected, claim.left) == (5, 3), "five looked at, three left: not drained"
+    assert Outbox.objects.filter(status=Status.PENDING).count() == 3
+
+
+def test_a_batch_holds_every_row_of_the_listings_it_can_recheck(frozen):
+    from outbox.dispatch import _within
+    from outbox.queue import select_due
+
+    # 13 lone listings' rows, then 200 rows of one crowded listing, then 3 more lone ones:
+    # with 15 re-checks the batch takes the 13, the crowd's 200 (one re-check between them)
+    # and one more lone listing, and stops before the row that would need a 16th.
+    lone = [enqueue_for(_watch()) for _ in range(13)]
+    crowd = _watch()
+    for _ in range(200):
+        enqueue_for(WatchFactory(listing=crowd.listing, target_price=950))
+    for _ in range(3):
+        enqueue_for(_watch())
+    selected = select_due(timezone.now(), 500)
+    assert len(selected) == len(lone) + 203
+    assert _within(15)(selected) == 13 + 200 + 1
+    assert _within(1)(selected) == 1
+
+
 def test_lease_recovery_fails_a_row_at_the_cap(recording_channel, settings, frozen):
     settings.OUTBOX_MAX_RETRY = 2
     row = enqueue_for(_watch())
