@@ -428,7 +428,8 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
 def told_percentile(row: Row, share: float) -> float | None:
     """A percentile of the delays of the crossed watches that were told, leaving out those
     never told. The targets' delays count a crossing never told as never (`Row.p95`); this
-    reading, printed beside it, is the delay a watcher who was told waited."""
+    reading, printed beside it, is the delay of the watches that were told, to their row (the
+    bench runs no dispatcher: the dispatch adds its seconds after the row)."""
     told = sorted(delay for delay in row.delays.values() if delay != math.inf)
     if not told:
         return None

@@ -6,8 +6,9 @@ re-check while an answer is fresh), then the real Web Push channel (encryption, 
 signature, keep-alive HTTP) to a loopback push service that answers 201 after 50 ms.
 
 With 1 and with 8 delivery workers, taking turns going first for 3 rounds (medians), beside
-the ideal `pushes × 50 ms / workers`; the cycle's CPU time says when the process, not the
-push service, is the bound.
+the ideal `pushes × 50 ms / workers`; the process's CPU time (the cycle's, with the fake
+Ichiba and the push service that run in it) says when the process, not the push service, is
+the bound. Pushes and marketplace requests are the last round's.
 
     .venv/bin/python bench/bench_delivery.py [ROWS]
 """

@@ -180,7 +180,7 @@ def _claim_batch(cycle: _Cycle, rechecks: int | None, remaining: int | None) -> 
     oldest due rows up to the first that would need one re-check too many: a crowd's rows go
     out in batches as large as any other's, not in the few rows one id re-checks at a time,
     each batch's own work between them (bench/bench_delivery.py). Returns the claim, and
-    whether it found the queue drained (fewer due rows than it asked for)."""
+    whether it found the queue drained (fewer due rows than it asked for, none left)."""
     size = settings.OUTBOX_BATCH_SIZE
     if remaining is not None:
         size = min(size, remaining)
@@ -206,7 +206,7 @@ def _within(rechecks: int) -> Callable[[list[Candidate]], int]:
         for n, candidate in enumerate(selected):
             ask = asks.get(candidate.row.watch_id)
             if ask is not None and ask not in asked:
-                if len(asked) == rechecks:
+                if len(asked) >= rechecks and n:  # a batch holds one row at least
                     return n
                 asked.add(ask)
         return len(selected)

@@ -487,10 +487,10 @@ RECHECK_SHARE = 0.5
 
 
 def recheck_capacity(within: dt.timedelta) -> int | None:
-    """How many rows a dispatcher's batch can have re-checked within `within`: at most one
-    request each (a shop's page or a product's offers answers several; a fresh observation
-    none), at RECHECK_SHARE of the slowest rate-limited marketplace's rate now. None when no
-    marketplace has a budget (the demo answers a whole batch at once)."""
+    """How many re-checks — a listing's, or a product's offers — a dispatcher's batch can have
+    answered within `within`: at most one request each (a shop's page answers several; a
+    fresh observation none), at RECHECK_SHARE of the slowest rate-limited marketplace's rate
+    now. None when no marketplace has a budget (the demo answers a whole batch at once)."""
     rates = []
     for source in settings.MARKETPLACE_ADAPTERS:
         try:
