@@ -95,6 +95,8 @@ class _Backlog:
 
     due: list[DueRow] = field(default_factory=list)
     told: DueRow | None = None
+    # The newest row another dispatcher holds when the siblings were read.
+    flying: DueRow | None = None
     # The row the others give way to: the newest due one, or a row in flight or sent that
     # is at least as new (then none of `due` is claimed).
     newest: DueRow | None = None
@@ -113,17 +115,23 @@ def _backlogs(selected: list[Candidate], now: dt.datetime) -> dict[tuple[int, st
             row, backlog = sibling.row, backlogs.get(sibling.row.key)
             if backlog is None or row.key not in wanted:
                 continue
-            if not sibling.sent:
-                if row.id not in selected_ids:
-                    backlog.due.append(row)
-            elif backlog.told is None or row.order > backlog.told.order:
-                backlog.told = row
+            if sibling.status == Status.SENT:
+                if backlog.told is None or row.order > backlog.told.order:
+                    backlog.told = row
+            elif sibling.status == Status.SENDING:
+                if backlog.flying is None or row.order > backlog.flying.order:
+                    backlog.flying = row
+            elif row.id not in selected_ids:
+                backlog.due.append(row)
     for backlog in backlogs.values():
         newest = max(backlog.due, key=lambda row: row.order)
         # A newer detection already went out (another dispatcher sent it while these rows
-        # were locked by a third): nothing of this backlog is claimed, all of it superseded.
-        if backlog.told is not None and backlog.told.detected_at >= newest.detected_at:
-            newest = backlog.told
+        # were locked by a third), or is going out (another dispatcher claimed it since our
+        # select, and may have sent it before our UPDATE, which the in-flight index would
+        # then let through): nothing of this backlog is claimed, all of it superseded.
+        for held in (backlog.told, backlog.flying):
+            if held is not None and held.detected_at >= newest.detected_at:
+                newest = held
         backlog.newest = newest
     return dict(backlogs)
 

@@ -52,10 +52,10 @@ class Candidate(NamedTuple):
 
 
 class Sibling(NamedTuple):
-    """A row of a watch with a backlog, and whether it was sent."""
+    """A row of a watch with a backlog, and its status: due, `sending` or `sent`."""
 
     row: DueRow
-    sent: bool
+    status: str
 
 
 class Expired(NamedTuple):
@@ -102,10 +102,12 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
 
 
 def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]:
-    """Every due row of these watches, and every sent one (all channels; the caller keys by
-    channel), so a claim sees a watch's whole backlog — not only the rows that fell into its
-    batch — and what of it was already told. Read through the watch index; not locked: the
-    claim's conditional UPDATE decides who wins a row."""
+    """Every due row of these watches, every one in flight and every sent one (all channels;
+    the caller keys by channel), so a claim sees a watch's whole backlog — not only the rows
+    that fell into its batch — and what of it is being or was already told. A row in flight
+    counts: it may be sent between this read and the claim's UPDATE, which the in-flight
+    index would then no longer stop. Read through the watch index; not locked: the claim's
+    conditional UPDATE decides who wins a row."""
     rows: Iterable[tuple[Any, ...]]
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
@@ -118,10 +120,11 @@ def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]
         # still counts when choosing the newest (claiming an older one would be a second
         # notification once the newest goes out).
         rows = Outbox.objects.filter(
-            Q(status__in=DUE_STATUSES, next_attempt_at__lte=now) | Q(status=Status.SENT),
+            Q(status__in=DUE_STATUSES, next_attempt_at__lte=now)
+            | Q(status__in=[Status.SENDING, Status.SENT]),
             watch_id__in=watch_ids,
         ).values_list("id", "watch_id", "channel", "detected_at", "status")
-    return [Sibling(_due_row(row[:4]), row[4] == Status.SENT) for row in rows]
+    return [Sibling(_due_row(row[:4]), row[4]) for row in rows]
 
 
 @functools.cache

@@ -46,14 +46,15 @@ def due_rows_sqlite(watch_index: str) -> str:
 
 
 def due_siblings_sqlite(watch_index: str, watches: int) -> str:
-    """Every due row of `watches` watches, and every sent one, through the watch index.
+    """Every due row of `watches` watches, every one in flight and every sent one, through
+    the watch index.
     Parameters: each watch id, then now."""
     return (
         f"SELECT id, watch_id, channel, detected_at, status FROM {TABLE} "  # noqa: S608
         f"INDEXED BY {watch_index} "
         f"WHERE watch_id IN ({', '.join(['%s'] * watches)}) "
         f"AND ((status IN ({literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s) "
-        f"OR status = {literal_statuses([Status.SENT])})"
+        f"OR status IN ({literal_statuses([Status.SENDING, Status.SENT])}))"
     )
 
 

@@ -672,6 +672,40 @@ def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_
     ), "older than the one in flight"
 
 
+def test_a_backlog_whose_newest_row_goes_out_while_the_claim_reads_it_is_superseded(
+    frozen, monkeypatch
+):
+    """The race four dispatchers met on PostgreSQL, played on one connection: the claim
+    selected an older row while the newest was still due; another dispatcher claimed the
+    newest before the claim read the backlog, and sent it before the claim's UPDATE — which
+    the in-flight index no longer stopped. The older row must be superseded, not claimed
+    (claimed, its re-check would drop it `already_notified`: told nothing twice, but told
+    staff the wrong reason)."""
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    newest = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1))
+    stale = [Candidate(DueRow(older.pk, watch.pk, older.channel, older.detected_at), True)]
+    monkeypatch.setattr(claims, "select_due", lambda now, limit: stale)
+    Outbox.objects.filter(pk=newest.pk).update(status=Status.SENDING, claimed_by="theirs")
+    read_siblings = claims.select_due_siblings
+
+    def then_they_send(now, watch_ids):
+        siblings = read_siblings(now, watch_ids)
+        Outbox.objects.filter(pk=newest.pk).update(status=Status.SENT)
+        return siblings
+
+    monkeypatch.setattr(claims, "select_due_siblings", then_they_send)
+
+    claim = claim_due("mine", 10, timezone.now())
+
+    assert (claim.ids, claim.superseded) == ([], 1)
+    assert (_reload(older.pk).status, _reload(older.pk).reason) == (
+        Status.DROPPED,
+        Reason.SUPERSEDED,
+    )
+    assert _reload(older.pk).events.last().data == {"superseded_by": newest.pk}
+
+
 def test_a_digest_whose_row_no_longer_holds_right_before_it_goes_out_is_sent_without_it(
     recording_channel, frozen, settings, monkeypatch
 ):
