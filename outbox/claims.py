@@ -69,11 +69,12 @@ def claim_due(
     """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
     claim). Per watch and channel only the newest due detection is claimed — whichever
     dispatcher's batch its older rows fell into — and the older due rows end
-    `dropped`/`superseded`, as do due rows behind a newer one already sent. A watch and
-    channel another dispatcher has in flight is left alone, even when both claimed at once
-    (the in-flight index refuses ours: caught). `keep`, given the rows selected, says how
-    many of the first of them to claim (the rest stay due, counted in `left`); `selected`
-    counts them all."""
+    `dropped`/`superseded`, as do due rows behind a newer one already sent or in flight. A
+    watch and channel another dispatcher has in flight gets no second row in flight, even
+    when both claimed at once (the in-flight index refuses ours: caught); its due rows older
+    than the one in flight are superseded, a newer one waits for its turn. `keep`, given the
+    rows selected, says how many of the first of them to claim (the rest stay due, counted in
+    `left`); `selected` counts them all."""
     with transaction.atomic():
         selected = select_due(now, limit)
         claim = Claim(selected=len(selected))
@@ -91,7 +92,8 @@ def claim_due(
 
 @dataclass
 class _Backlog:
-    """The due rows of one watch and channel, and the newest row already sent for them."""
+    """The due rows of one watch and channel, and the newest row already sent for them and
+    the newest in flight."""
 
     due: list[DueRow] = field(default_factory=list)
     told: DueRow | None = None
@@ -103,8 +105,9 @@ class _Backlog:
 
 
 def _backlogs(selected: list[Candidate], now: dt.datetime) -> dict[tuple[int, str], _Backlog]:
-    """The selected rows by watch and channel, each with every other due row of them and
-    the newest sent — read only for watches that have a backlog (usually none has)."""
+    """The selected rows by watch and channel, each with every other due row of them, the
+    newest sent and the newest in flight — read only for watches that have a backlog
+    (usually none has)."""
     backlogs: dict[tuple[int, str], _Backlog] = defaultdict(_Backlog)
     for candidate in selected:
         backlogs[candidate.row.key].due.append(candidate.row)

@@ -706,6 +706,46 @@ def test_a_backlog_whose_newest_row_goes_out_while_the_claim_reads_it_is_superse
     assert _reload(older.pk).events.last().data == {"superseded_by": newest.pk}
 
 
+@pytest.mark.parametrize("sent_before_our_update", [False, True])
+def test_a_detection_newer_than_the_row_in_flight_is_never_superseded_by_it(
+    frozen, monkeypatch, sent_before_our_update
+):
+    """Same race, with a detection newer than the row the other dispatcher holds: it still
+    goes out — now if that row was sent meanwhile, after it otherwise — and only the older
+    row gives way."""
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=2))
+    flying = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    newer = enqueue_for(watch, detected_at=NOW)
+    stale = [
+        Candidate(DueRow(r.pk, watch.pk, r.channel, r.detected_at), True) for r in (older, newer)
+    ]
+    monkeypatch.setattr(claims, "select_due", lambda now, limit: stale)
+    Outbox.objects.filter(pk=flying.pk).update(status=Status.SENDING, claimed_by="theirs")
+    read_siblings = claims.select_due_siblings
+
+    def siblings_then(now, watch_ids):
+        siblings = read_siblings(now, watch_ids)
+        if sent_before_our_update:
+            Outbox.objects.filter(pk=flying.pk).update(status=Status.SENT)
+        return siblings
+
+    monkeypatch.setattr(claims, "select_due_siblings", siblings_then)
+
+    claim = claim_due("mine", 10, timezone.now())
+
+    assert claim.ids == ([newer.pk] if sent_before_our_update else [])
+    assert _reload(newer.pk).status == (
+        Status.SENDING if sent_before_our_update else Status.PENDING
+    )
+    assert (_reload(older.pk).status, _reload(older.pk).reason) == (
+        Status.DROPPED,
+        Reason.SUPERSEDED,
+    )
+    superseded_by = newer.pk if sent_before_our_update else flying.pk
+    assert _reload(older.pk).events.last().data == {"superseded_by": superseded_by}
+
+
 def test_a_digest_whose_row_no_longer_holds_right_before_it_goes_out_is_sent_without_it(
     recording_channel, frozen, settings, monkeypatch
 ):
