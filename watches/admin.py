@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.contrib import admin
+from django.db import models
 from django.db.models import Count, F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -44,6 +45,13 @@ def add_listing_link(link: ListingLink) -> None:
     without this app knowing about it. Idempotent."""
     if link not in _listing_links:
         _listing_links.append(link)
+
+
+# An address typed without its scheme is an https one: the marketplaces serve nothing else,
+# and an http image on our https pages would be blocked as mixed content.
+HTTPS_URLS: Mapping[type[models.Field], Mapping[str, Any]] = {
+    models.URLField: {"assume_scheme": "https"}
+}
 
 
 class PollingHealthFilter(admin.SimpleListFilter):
@@ -138,6 +146,7 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
     search_fields = ("name", "item_code", "=jan")
     # A listing's JAN code, set here, lets its page find every shop's offer (its product).
     raw_id_fields = ("product",)
+    formfield_overrides = HTTPS_URLS
     actions = ["pause_selected"]
     list_per_page = 50
 
@@ -309,6 +318,7 @@ class ProductAdmin(admin.ModelAdmin):
     search_fields = ("=jan", "name")
     readonly_fields = ("jan", "last_polled_at", "last_error", "created_at")
     fields = ("jan", "name", "units_per_pack", "unit_label", "image_url", *readonly_fields[1:])
+    formfield_overrides = HTTPS_URLS
     show_full_result_count = False
 
     def get_queryset(self, request) -> QuerySet[Product]:

@@ -282,3 +282,17 @@ def test_lever_timestamps_use_now(frozen):
     levers.retry_now(Outbox.objects.filter(pk=row.pk), actor="ops")
     row.refresh_from_db()
     assert row.updated_at == timezone.now() == NOW
+
+
+def test_an_address_typed_without_its_scheme_is_saved_as_https(admin_client, frozen):
+    """The marketplaces serve https only, and an http image is mixed content on our pages."""
+    listing = ListingFactory(image_url="")
+    page = f"/admin/watches/listing/{listing.pk}/change/"
+    data = form_data(admin_client.get(page).context["adminform"].form)
+    data["image_url"] = "thumbnail.image.rakuten.co.jp/@0_mall/shop/cabinet/pack.jpg"
+    response = admin_client.post(page, data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    listing.refresh_from_db()
+    assert (
+        listing.image_url == "https://thumbnail.image.rakuten.co.jp/@0_mall/shop/cabinet/pack.jpg"
+    )
