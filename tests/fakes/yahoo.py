@@ -34,6 +34,7 @@ wall-clock second, as the real one counts it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from tests.fakes.server import Answer, FakeAPI, Received
@@ -138,7 +139,8 @@ class FakeYahoo(FakeAPI):
         return sum(1 for query in self.requests if query.get("jan_code") == jan)
 
     def arrived(self, request: Received) -> Received | None:
-        self.over_allowance(request.query.get("appid", ""))
+        if self.over_allowance(request.query.get("appid", "")):
+            return dataclasses.replace(request, fault="rate_limited")
         return request
 
     def answer(self, request: Received) -> Answer:
@@ -149,7 +151,7 @@ class FakeYahoo(FakeAPI):
         jan = query.get("jan_code", "")
         seller, words = query.get("seller_id", ""), query.get("query", "")
         key = jan or (f"{seller}_{words}" if seller and words else seller or words)
-        behaviour = self.behave.get(key, "")
+        behaviour = request.fault or self.behave.get(key, "")
         if behaviour == "rate_limited":
             status, headers, body = _json(
                 429, {"Error": {"Message": "Your Request Was Rate Limited"}}

@@ -224,6 +224,28 @@ def test_with_redis_every_process_uses_the_shared_budget(settings, client):
         ratelimit.forget_limiter("yahoo:some-app-id", 1.0)
 
 
+def test_yahoo_through_the_fleet_budget_never_meets_the_allowance_its_fake_enforces(
+    client, yahoo, settings
+):
+    """The fake Yahoo answers 429 past one request of an appid in a wall-clock second, as the
+    real one counts; the fleet's budget at 1/s never gets there."""
+    from tests.fakes.yahoo import APP_ID as YAHOO_APP_ID
+    from watches.marketplaces.base import Offers
+    from watches.marketplaces.yahoo import YahooMarketplace
+
+    yahoo.per_second = 1
+    jans = [f"45000000000{n}0" for n in range(3)]
+    for n, jan in enumerate(jans):
+        yahoo.add(f"yasu-store_item-{n}", jan=jan)
+    budget = RedisRateLimiter(client, f"{client.prefix}:yahoo:{YAHOO_APP_ID}", 1.0)
+    install_limiter(f"yahoo:{YAHOO_APP_ID}", settings.YAHOO_RATE_PER_SECOND, budget)
+
+    results = YahooMarketplace().offers(jans)
+
+    assert all(isinstance(results[jan], Offers) for jan in jans), results
+    assert (yahoo.too_many, yahoo.max_per_second()) == (0, {YAHOO_APP_ID: 1})
+
+
 def test_without_redis_the_process_limiter_stays(settings):
     settings.REDIS_URL = ""
     try:

@@ -9,6 +9,7 @@ import socket
 from decimal import Decimal
 
 import pytest
+import requests
 
 from tests.fakes.yahoo import APP_ID
 from watches.marketplaces.base import FetchError, FetchKind, Observation, Offers
@@ -327,6 +328,15 @@ def test_yahoo_has_its_own_limiter_keyed_by_its_application_id(stocked, settings
     assert adapter.limiter is limiter
     adapter.offers([JAN, OTHER_JAN])
     assert slept == [1.0]  # the second request waited its slot
+
+
+def test_the_fake_refuses_what_goes_over_an_appids_allowance_in_one_second(stocked):
+    """As the real one counts it: three requests sent at once fall in at most two wall-clock
+    seconds, so at least one is over an allowance of one a second."""
+    stocked.per_second = 1
+    query = {"appid": APP_ID, "jan_code": JAN, "results": "1"}
+    statuses = [requests.get(stocked.url, params=query, timeout=5).status_code for _ in range(3)]
+    assert 429 in statuses and stocked.too_many == statuses.count(429)
 
 
 # --- registration ----------------------------------------------------------------------------
