@@ -728,6 +728,11 @@ class MarketplaceHalt(models.Model):
     # What to fix, naming the setting or the registration, then what the marketplace said:
     # the adapter's words (ids as their label, keys never).
     detail = models.TextField(verbose_name=_("detail"))
+    # The application whose fault halted it (its id's label), when the marketplace has
+    # several: the probe goes out under it. Empty: any id.
+    application = models.CharField(
+        verbose_name=_("application"), max_length=100, blank=True, default=""
+    )
     # The next probe may go out from then: the one process whose conditional UPDATE moves it
     # on sends it.
     probe_after = models.DateTimeField(verbose_name=_("next probe after"))

@@ -13,12 +13,20 @@ import zoneinfo
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
-from tests.fakes.ichiba import BASE_PATH
+from tests.fakes.clock import FakeClock
+from tests.fakes.ichiba import BASE_PATH, PAGE_MAX
 from watches.marketplaces import halts
-from watches.marketplaces.base import FetchError, FetchKind, Observation
+from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Shape
 from watches.marketplaces.rakuten import RakutenMarketplace
+from watches.marketplaces.ratelimit import (
+    RateLimiter,
+    app_id_label,
+    forget_limiter,
+    install_limiter,
+)
 from watches.marketplaces.yahoo import YahooMarketplace
 from watches.models import Listing, MarketplaceHalt, Product
 from watches.polling.observations import fetch
@@ -265,6 +273,61 @@ def test_the_log_says_it_when_the_halt_starts_and_when_it_lifts_not_per_item_or_
     assert said[0].startswith("rakuten halted: it will not answer until a person acts.")
     assert "RAKUTEN_API_VERSION" in said[0]
     assert said[1] == "rakuten answers again: its halt is lifted after 15 min"
+
+
+@pytest.mark.django_db
+def test_with_several_ids_the_probe_goes_out_under_the_one_whose_fault_halted_rakuten(
+    clock, rakuten, settings, caplog
+):
+    """One id's key is wrong, the other's right. A probe answered under the right one would
+    lift the halt, and the next request under the wrong one start it again, every interval:
+    the probe goes out under the id that faulted, so the halt holds, said once, until that
+    key is fixed."""
+    good, bad = "id-good", "id-bad"
+    settings.RAKUTEN_APP_IDS = [good, bad]
+    settings.RAKUTEN_ACCESS_KEYS = {**rakuten.accept(good, bad), bad: "pk_not-the-right-one"}
+    ticks = FakeClock(sleeping_moves_time=False)
+    for app_id in (good, bad):
+        limiter = RateLimiter(1.0, clock=ticks, sleep=ticks.sleep)
+        install_limiter(f"rakuten:{app_id}", settings.RAKUTEN_RATE_PER_SECOND, limiter)
+    try:
+        with caplog.at_level(logging.INFO, logger="watches.marketplaces.halts"):
+            fetch("rakuten", [A, B, C])
+            assert [q["applicationId"] for q in rakuten.requests] == [good, bad]
+            for interval in (1, 2, 3):
+                clock.move_to(at(interval * PROBE), tick=False)
+                fetch("rakuten", [A, B, C])
+                assert len(rakuten.requests) == 2 + interval, "the probe alone"
+                assert rakuten.requests[-1]["applicationId"] == bad
+                assert MarketplaceHalt.objects.get().since == T0
+            said = [r.getMessage() for r in caplog.records]
+            assert len(said) == 1 and said[0].startswith("rakuten halted"), said
+            assert MarketplaceHalt.objects.get().application == app_id_label(bad)
+
+            rakuten.applications[bad] = "pk_not-the-right-one"  # as if its key were fixed
+            clock.move_to(at(4 * PROBE), tick=False)
+            answers = fetch("rakuten", [A, B, C])
+        assert all(isinstance(answer, Observation) for answer in answers.values())
+        assert rakuten.requests[5]["applicationId"] == bad
+        assert not MarketplaceHalt.objects.exists()
+    finally:
+        for app_id in (good, bad):
+            forget_limiter(f"rakuten:{app_id}", settings.RAKUTEN_RATE_PER_SECOND)
+
+
+@pytest.mark.django_db
+def test_a_probe_that_asks_nothing_leaves_the_halt_to_the_next(clock, rakuten, settings):
+    """A key answered without a request (a page past the last one) says nothing of the
+    configuration: it must not lift the halt."""
+    retire_the_version(rakuten, settings)
+    fetch("rakuten", [A])
+    rakuten.versions.add("20220601")
+    clock.move_to(at(PROBE), tick=False)
+    past_the_last = Ask(Shape.SHOP, "yasu-shop", page=PAGE_MAX + 1)
+    answers = halts.guard("rakuten", [past_the_last], RakutenMarketplace().pages, timezone.now())
+    assert len(rakuten.requests) == 1
+    assert MarketplaceHalt.objects.get().probe_after == at(2 * PROBE)
+    assert answers[past_the_last].unasked
 
 
 # --- the poll plan ------------------------------------------------------------------------

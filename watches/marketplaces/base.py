@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
@@ -52,6 +53,12 @@ class FetchError:
     # made, and the marketplace said nothing. The dispatcher retries such a row without
     # counting a retry — an outage of ours must not use up what the cap allows for the shop's.
     ours: bool = False
+    # No request was made: the key is not one the marketplace would answer (a page past its
+    # last, a code of another form). It says nothing of the marketplace's configuration.
+    unasked: bool = False
+    # A `config` fault's application (its id's label, `ratelimit.app_id_label`) when the
+    # marketplace has several: a halt's probe goes out under it (`probe_application`).
+    application: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +207,11 @@ class PageSearch(Marketplace, Protocol):
 def unaskable(ask: Ask, shapes: frozenset[Shape], max_page: int) -> FetchError | None:
     """Why `ask` is not worth a request (the marketplace would refuse it), or None."""
     if ask.shape not in shapes or not ask.key.strip():
-        return FetchError(FetchKind.NOT_FOUND, f"no {ask.shape} to ask for: {ask.key[:100]!r}")
+        detail = f"no {ask.shape} to ask for: {ask.key[:100]!r}"
+        return FetchError(FetchKind.NOT_FOUND, detail, unasked=True)
     if not 1 <= ask.page <= max_page:
-        return FetchError(FetchKind.EMPTY, f"page {ask.page} is not one of 1 to {max_page}")
+        detail = f"page {ask.page} is not one of 1 to {max_page}"
+        return FetchError(FetchKind.EMPTY, detail, unasked=True)
     return None
 
 
@@ -215,13 +224,20 @@ def get_marketplace(source: str) -> Marketplace:
     )
 
 
-def take_slot(budget: Budget, max_wait: float | None) -> Slot | FetchError:
-    """A request's slot of `budget`, or why there is none: the fleet's allowance is unknown
-    (the limiter unreachable: `ours`, and the rest of the batch should not ask either — each
-    try could wait out a timeout), or a 429 holds it off longer than a caller should block
-    (rate limited without asking; the next try is refused at once the same way)."""
+# The application a halted marketplace's probe goes out under, by its label: the one whose
+# fault halted it — a probe answered under another id would say nothing of that one, and lift
+# a halt the next request through it would start again. Set by `halts.guard` for its probe.
+probe_application: ContextVar[str] = ContextVar("probe_application", default="")
+
+
+def take_slot(budget: Budget, max_wait: float | None, only: str | None = None) -> Slot | FetchError:
+    """A request's slot of `budget` (of application id `only`, when given), or why there is
+    none: the fleet's allowance is unknown (the limiter unreachable: `ours`, and the rest of
+    the batch should not ask either — each try could wait out a timeout), or a 429 holds it
+    off longer than a caller should block (rate limited without asking; the next try is
+    refused at once the same way)."""
     try:
-        slot = budget.acquire(max_wait=max_wait)
+        slot = budget.acquire(max_wait=max_wait, only=only)
     except LimiterUnavailable as exc:
         return FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
     if slot is None:

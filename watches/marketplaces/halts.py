@@ -14,7 +14,10 @@ short transaction, tells every process of the fleet, and
 - a probe the marketplace answers with anything but `config` lifts the halt (`record`); the
   poll plan then plans the marketplace again (`within_halts`) and re-fetches ask it again, by
   themselves. A probe that got no answer that says anything of the configuration — network,
-  5xx, 429, our own limiter out of reach — leaves the halt to the next probe.
+  5xx, 429, our own limiter out of reach, a key not worth a request — leaves the halt to the
+  next probe. With several application ids the probe goes out under the one whose fault
+  halted the marketplace (`MarketplaceHalt.application`): an answer under another would lift
+  a halt the next request through the faulty one starts again, every probe interval.
 
 `guard` applies this around one adapter call. `watches.polling.observations.ask` is the one
 door of every call (price polling, product polling, intake, the dispatcher's re-fetch), so
@@ -33,7 +36,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from watches.marketplaces.base import FetchError, FetchKind
+from watches.marketplaces.base import FetchError, FetchKind, probe_application
 from watches.models import MarketplaceHalt
 
 log = logging.getLogger("watches.marketplaces.halts")
@@ -68,7 +71,12 @@ def guard(source: str, codes: Sequence[_K], send: Send[_K], now: dt.datetime) ->
         return _as_halted(answers, record(source, answers, now), now)
     if not codes or not may_probe(source, now):
         return dict.fromkeys(codes, answer(halt, now, soon=_probe_in_flight(halt, now)))
-    probed = dict(send(codes[:1]))
+    # Under the application whose fault halted it: another's answer says nothing of that one.
+    under = probe_application.set(halt.application)
+    try:
+        probed = dict(send(codes[:1]))
+    finally:
+        probe_application.reset(under)
     halt = record(source, probed, now, probe=True)
     if halt is not None:
         return {**dict.fromkeys(codes, answer(halt, now)), **_as_halted(probed, halt, now)}
@@ -105,7 +113,7 @@ def record(
     force, or None."""
     fault = next((a for a in answers.values() if _is_config(a)), None)
     if fault is not None:
-        _start(source, fault.detail, now)
+        _start(source, fault, now)
     elif probe and any(not _says_nothing(a) for a in answers.values()):
         _lift(source, now)
     elif not probe:
@@ -154,17 +162,22 @@ def _probe_in_flight(halt: MarketplaceHalt, now: dt.datetime) -> bool:
     return halt.probe_after <= now or recent
 
 
-def _start(source: str, detail: str, now: dt.datetime) -> None:
+def _start(source: str, fault: FetchError, now: dt.datetime) -> None:
+    detail, application = fault.detail, fault.application
     try:
         with transaction.atomic():
             MarketplaceHalt.objects.create(
-                source=source, since=now, detail=detail, probe_after=now + _interval()
+                source=source,
+                since=now,
+                detail=detail,
+                application=application,
+                probe_after=now + _interval(),
             )
     except IntegrityError:
         # Halted already (by another process, or this was its probe): the fault in its
         # latest words, logged only when they changed (a person fixed one thing, not all).
         changed = MarketplaceHalt.objects.filter(source=source).exclude(detail=detail)
-        if changed.update(detail=detail):
+        if changed.update(detail=detail, application=application):
             log.error("%s is still halted, for another configuration fault: %s", source, detail)
         return
     log.error(
@@ -203,7 +216,9 @@ def _is_config(result: object) -> bool:
 
 
 def _says_nothing(result: object) -> bool:
-    return isinstance(result, FetchError) and (result.kind in SAYS_NOTHING or result.ours)
+    return isinstance(result, FetchError) and (
+        result.kind in SAYS_NOTHING or result.ours or result.unasked
+    )
 
 
 def _interval() -> dt.timedelta:

@@ -74,6 +74,7 @@ from watches.marketplaces.base import (
     Page,
     PageResult,
     Shape,
+    probe_application,
     take_slot,
     unaskable,
 )
@@ -198,7 +199,7 @@ class RakutenMarketplace:
     def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the budget: the answer's JSON object and when it came, or
         what went wrong. A fault that stops the batch is kept in `_stop`."""
-        slot = take_slot(self.budget, self.max_wait)
+        slot = take_slot(self.budget, self.max_wait, only=self._probed_id())
         if isinstance(slot, FetchError):
             if slot.ours:  # no budget, no request: the rest of the batch is not asked
                 self._stop = slot
@@ -224,6 +225,12 @@ class RakutenMarketplace:
         if isinstance(answer, FetchError) and answer.kind == FetchKind.CONFIG:
             self._stop = answer
         return answer
+
+    def _probed_id(self) -> str | None:
+        """The application id a halt's probe must go out under (the one whose fault halted
+        Rakuten: `probe_application`), or None — any id will do."""
+        label = probe_application.get()
+        return next((i for i in self.app_ids if label and app_id_label(i) == label), None)
 
     def _classify(
         self, app_id: str, status: int, headers: Mapping[str, str], body: bytes
@@ -251,7 +258,9 @@ class RakutenMarketplace:
         fix = self._what_to_fix(app_id, status, f"{code} {message}")
         if fix:
             return FetchError(
-                FetchKind.CONFIG, clip(f"{fix} (Rakuten said {said})", MAX_CONFIG_DETAIL)
+                FetchKind.CONFIG,
+                clip(f"{fix} (Rakuten said {said})", MAX_CONFIG_DETAIL),
+                application=app_id_label(app_id),
             )
         if status == 404 or code == "not_found":
             return FetchError(FetchKind.NOT_FOUND, clip(said, MAX_DETAIL))

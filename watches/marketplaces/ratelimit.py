@@ -304,11 +304,14 @@ class Budget:
             raise ValueError("a budget needs at least one application id")
         self.limiters = dict(limiters)
 
-    def acquire(self, max_wait: float | None = None) -> Slot | None:
-        """A slot on the soonest id, waited for; None (no slot taken) when even the soonest is
-        further away than `max_wait`. Another caller may take the soonest slot between the
-        look and the reservation: this caller then waits for the next one, never less."""
-        if len(self.limiters) == 1:
+    def acquire(self, max_wait: float | None = None, only: str | None = None) -> Slot | None:
+        """A slot on the soonest id (on `only`, when it is one of them), waited for; None (no
+        slot taken) when it is further away than `max_wait`. Another caller may take the
+        soonest slot between the look and the reservation: this caller then waits for the
+        next one, never less."""
+        if only in self.limiters:
+            app_id = only
+        elif len(self.limiters) == 1:
             (app_id,) = self.limiters  # nothing to choose: no look first (a Redis round trip)
         else:
             app_id = min(self.limiters, key=lambda key: self.limiters[key].wait_needed())

@@ -168,7 +168,8 @@ class YahooMarketplace:
     def _item(self, code: str) -> FetchResult:
         store, _, item = code.partition("_")
         if not store or not item:
-            return FetchError(FetchKind.NOT_FOUND, clip(f"{code}: not store_item", MAX_DETAIL))
+            detail = clip(f"{code}: not store_item", MAX_DETAIL)
+            return FetchError(FetchKind.NOT_FOUND, detail, unasked=True)
         answer = self._ask({"seller_id": store, "query": item, "results": _ITEM_HITS})
         return answer if isinstance(answer, FetchError) else _read_item(code, answer)
 
@@ -181,9 +182,8 @@ class YahooMarketplace:
         if ask.shape == Shape.ITEM:
             store, item = self.shop_of(ask.key), ask.key.partition("_")[2]
             if store is None:
-                return FetchError(
-                    FetchKind.NOT_FOUND, clip(f"{ask.key}: not store_item", MAX_DETAIL)
-                )
+                detail = clip(f"{ask.key}: not store_item", MAX_DETAIL)
+                return FetchError(FetchKind.NOT_FOUND, detail, unasked=True)
             params: dict[str, str | int] = {"seller_id": store, "query": item}
         else:
             name, extra = _SHAPE_PARAMS[ask.shape]
