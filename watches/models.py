@@ -206,6 +206,12 @@ class Listing(models.Model):
     # The shape of the request whose answer is the listing's last-seen state ("item", "shop",
     # "product"): a shop feed's change is checked by the next request for the item alone.
     seen_via = models.CharField(verbose_name=_("last seen through"), max_length=10, blank=True)
+    # An offer its product's page (cheapest first, one page) did not reach: the marketplace
+    # holds more offers than the page answered. Not gone — asked for alone until a product
+    # page shows it again (`watches.products.polling.offer_answers`, the poll plan).
+    beyond_product_page = models.BooleanField(
+        verbose_name=_("beyond its product's page"), default=False
+    )
     created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
     # What search looks in (watches.search.text.for_listing): the folded name, its readings,
     # the category's words in both languages. Kept current by save(); indexed for substring

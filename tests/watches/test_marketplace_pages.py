@@ -234,6 +234,45 @@ def test_a_product_gathers_its_rakuten_offers_and_polls_them(ichiba):
     assert Product.objects.get(pk=product.pk).last_error == ""
 
 
+@pytest.mark.django_db
+def test_an_offer_beyond_a_popular_products_page_is_not_taken_for_gone(ichiba):
+    """31 shops offer the JAN code in stock: its page holds the 30 cheapest. The dearest, an
+    offer we know, is not on it — yet in stock: never marked out of stock for that (its
+    watchers would be told it came back when it never left), asked for alone instead. A
+    cheaper offer missing from the page of a product whose page holds them all is gone."""
+    from watches.products.intake import add_product
+    from watches.products.polling import poll_products
+
+    for n in range(31):
+        ichiba.add(f"s{n:02}:tp-12r", price=400 + 10 * n, jan=JAN, itemName="スコッティ 12ロール")
+    start = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+    with time_machine.travel(start, tick=False):
+        product = add_product(JAN)
+    dearest = Listing.objects.create(
+        source="rakuten",
+        item_code="s30:tp-12r",
+        product=product,
+        jan=JAN,
+        price=700,
+        in_stock=True,
+        last_polled_at=start,
+    )
+    with time_machine.travel(start + dt.timedelta(minutes=30), tick=False):
+        poll_products(force=True)
+    dearest.refresh_from_db()
+    assert (dearest.in_stock, dearest.price, dearest.last_polled_at) == (True, 700, start)
+    assert dearest.beyond_product_page
+
+    for n in range(2, 31):  # now the page holds every offer in stock: the dearest again
+        ichiba.set(f"s{n:02}:tp-12r", available=n >= 29)
+    with time_machine.travel(start + dt.timedelta(minutes=60), tick=False):
+        poll_products(force=True)
+    dearest.refresh_from_db()
+    assert not dearest.beyond_product_page and dearest.in_stock
+    gone = Listing.objects.get(item_code="s05:tp-12r")
+    assert gone.in_stock is False, "the page holds them all: what it lacks is gone"
+
+
 # --- Yahoo! Shopping --------------------------------------------------------------------------
 
 

@@ -82,6 +82,34 @@ def test_one_request_for_a_products_offers_goes_before_one_of_them_alone(clock):
     assert lone.pk not in chosen[0].covers
 
 
+def test_an_offer_its_products_page_did_not_reach_is_asked_for_alone(clock):
+    """A product with more offers than one page holds: the page (cheapest first) answers the
+    cheaper ones; the pricier one it did not reach would never be answered by asking the
+    product again."""
+    product = Product.objects.create(jan="4901750404406", name="Scottie")
+    cheap = [
+        listing(f"shop{n}:scottie", target=990, product_id=product.pk, jan=product.jan)
+        for n in range(2)
+    ]
+    dear = listing(
+        "dear:scottie",
+        price=2000,
+        target=1990,
+        product_id=product.pk,
+        jan=product.jan,
+        beyond_product_page=True,
+        last_polled_at=T0 - dt.timedelta(hours=3),
+    )
+
+    chosen = plan(due_listings(T0), T0, reaches=reach(2, frozenset({Shape.ITEM, Shape.PRODUCT})))
+
+    assert sorted(shapes_of(chosen), key=str) == sorted(
+        [(Shape.ITEM, dear.pk), (Shape.PRODUCT, product.jan)], key=str
+    )
+    [by_product] = [item for item in chosen if item.shape == Shape.PRODUCT]
+    assert set(by_product.covers) == {offer.pk for offer in cheap}
+
+
 def test_a_shop_with_many_watched_listings_is_read_as_a_feed(clock):
     crowded = [listing(f"big:item{n}", target=995) for n in range(6)]
     lone = listing("small:item", target=995)

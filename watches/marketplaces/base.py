@@ -124,6 +124,9 @@ class Offers:
     jan: str
     offers: tuple[Observation, ...]
     observed_at: dt.datetime
+    # Every offer the marketplace holds is here. False: it said it holds more than the one page
+    # answered (a popular product's pricier offers), so an offer missing here is not gone.
+    complete: bool = True
 
 
 OffersResult = Offers | FetchError

@@ -194,7 +194,12 @@ class RakutenMarketplace:
             offers.setdefault(item.item_code, item)
         if not offers:
             return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
-        return Offers(jan=jan, offers=tuple(offers.values()), observed_at=page.observed_at)
+        return Offers(
+            jan=jan,
+            offers=tuple(offers.values()),
+            observed_at=page.observed_at,
+            complete=page.total is None or page.total <= len(page.items),
+        )
 
     def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
         """One request through the budget: the answer's JSON object and when it came, or

@@ -301,6 +301,7 @@ def _read_offers(jan: str, answer: _Answer) -> OffersResult:
     data, now = answer
     try:
         hits = field(data, "hits", list)
+        total = optional(data, "totalResultsAvailable", int)
         offers: dict[str, Observation] = {}
         for hit in hits:
             if not isinstance(hit, dict):
@@ -313,7 +314,8 @@ def _read_offers(jan: str, answer: _Answer) -> OffersResult:
         return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
     if not offers:
         return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
-    return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now)
+    complete = total is None or total <= len(hits)
+    return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now, complete=complete)
 
 
 def _read_page(ask: Ask, answer: _Answer) -> PageResult:

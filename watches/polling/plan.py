@@ -174,6 +174,7 @@ _ROW_FIELDS = (
     "typical_price",
     "low_90",
     "last_polled_at",
+    "beyond_product_page",
 )
 
 
@@ -358,7 +359,8 @@ def _shaped(
     if Shape.PRODUCT in reach.shapes:
         offers: dict[int, list[dict]] = defaultdict(list)
         for row in mine:
-            if row["product_id"] is not None:
+            # An offer its product's page did not reach last time is asked for alone.
+            if row["product_id"] is not None and not row["beyond_product_page"]:
                 offers[row["product_id"]].append(row)
         for product_id, mine_offers in offers.items():
             if len(mine_offers) < 2:

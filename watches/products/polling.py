@@ -188,6 +188,8 @@ def offer_answers(
         assert listing.product_id is not None  # one of `products`' offers
         known[listing.product_id][listing.item_code] = listing
     pairs: list[tuple[Listing, FetchResult]] = []
+    # The offers whose product page now reaches them, or no longer does (where that changed).
+    reach: dict[bool, list[int]] = {True: [], False: []}
     for product in products:
         answer = answers[product.jan]
         product.last_polled_at = now
@@ -198,10 +200,22 @@ def offer_answers(
         mine = known.get(product.pk, {})
         for offer in answer.offers if isinstance(answer, Offers) else ():
             offered = mine.pop(offer.item_code, None) or offer_listing(source, product, offer)
+            if offered.beyond_product_page:
+                reach[False].append(offered.pk)
             if not offered.paused:
                 pairs.append((offered, offer))
+        if isinstance(answer, Offers) and not answer.complete:
+            # More offers than the page holds (cheapest first): one missing from it may be in
+            # stock at a higher price. Not answered for: each is asked for alone.
+            reach[True] += [o.pk for o in mine.values() if not o.beyond_product_page]
+            continue
+        if isinstance(answer, Offers):  # the whole of it: what it lacks is gone
+            reach[False] += [o.pk for o in mine.values() if o.beyond_product_page]
         gone = FetchError(FetchKind.EMPTY, GONE) if isinstance(answer, Offers) else answer
         pairs.extend((listing, gone) for listing in mine.values())
+    for beyond, ids in reach.items():
+        if ids:
+            Listing.objects.filter(pk__in=ids).update(beyond_product_page=beyond)
     return pairs
 
 
