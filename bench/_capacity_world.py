@@ -57,6 +57,35 @@ class Params:
         return self.watches or 10 * self.listings
 
 
+# Which line of `describe` says how update times move (what differs between worlds that
+# share their listings).
+UPDATE_LINE = 2
+
+
+def describe(params: Params) -> list[str]:
+    """The world's parameters and price model, as the bench prints them beside its results
+    (docs/capacity.md gives the reasons)."""
+    low, high = params.offers
+    edits = "never" if params.edit_hours is None else f"every {params.edit_hours:g} h on average"
+    kinds = ", ".join(
+        f"{name} {share:.0%} (a move every {hours:g} h, up to {move:.0%})"
+        for name, (share, hours, move, _) in KINDS.items()
+    )
+    return [
+        f"{params.listings:,} watched listings over {params.shops:,} shops, Zipf exponent "
+        f"{params.zipf:g} (the shop of rank k holds a share ∝ 1/k^{params.zipf:g}); each "
+        f"shop's catalogue {params.catalogue}× the listings watched in it, the rest unwatched "
+        "but updated too",
+        f"{params.product_share:.0%} of watched listings offers of a product (a JAN code) sold "
+        f"by {low}–{high} shops; {params.watch_count:,} watches, most on "
+        f"{POPULAR_PER_LISTING:.1%} popular listings",
+        f"update time: moves on every price or stock change, and on other edits {edits}",
+        f"prices: {kinds}; a sale (8–30 % off, 30 min to 3 h) starts on {SALE_CHANCE_PER_6H:.0%} "
+        f"of items every 6 h ({POPULAR_SALE_CHANCE_PER_6H:.0%} of popular ones)",
+        f"{params.hours:g} simulated hours, seed {params.seed}",
+    ]
+
+
 @dataclass
 class Item:
     """A watched listing: its shop (index), true prices over time, watches' targets."""

@@ -78,7 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _capacity_runs import APP_ID, PLANS, RATE, T0, Fixed, Row, run_scenario
-from _capacity_world import Params, World
+from _capacity_world import UPDATE_LINE, Params, World
 from _clock import SimClock
 
 # Targets at 100,000 watched listings, one id, the default world.
@@ -232,6 +232,7 @@ def simulate(
         build_world,
         clear_world,
         crossings,
+        describe,
         set_updates,
         write_world,
     )
@@ -284,6 +285,11 @@ def simulate(
                         f"written in {time.monotonic() - built:.0f} s",
                         flush=True,
                     )
+                    for line in describe(dataclasses.replace(params, edit_hours=edit_hours)):
+                        print(f"  {line}", flush=True)
+                else:  # the same world, other edits: the one line that differs
+                    edits = describe(dataclasses.replace(params, edit_hours=edit_hours))
+                    print(f"world {name}: the world above, {edits[UPDATE_LINE]}", flush=True)
                 assert world is not None and fixed is not None
                 set_updates(world, edit_hours, params.seed)
                 world.params = params  # a shared world takes this row's edits

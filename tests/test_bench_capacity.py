@@ -73,6 +73,14 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
         assert sim_row.requests == real_row.requests
     assert "sensitivity" in printed
     assert "targets at 200 watched listings" in printed
+    # Each world's parameters are printed with its results.
+    assert "200 watched listings over 30 shops, Zipf exponent 1" in printed
+    assert "200 watched listings over 8 shops" in printed
+    assert "catalogue 20× the listings watched in it" in printed
+    assert "30% of watched listings offers of a product (a JAN code) sold by 2–20 shops" in printed
+    assert "on other edits every 48 h on average" in printed
+    assert "on other edits never" in printed
+    assert "a sale (8–30 % off, 30 min to 3 h) starts on 12% of items every 6 h" in printed
 
 
 def test_the_few_ceiling_counts_products_wider_than_a_shop_page_first_and_caps_at_all(
