@@ -448,10 +448,11 @@ class ShopFeed(models.Model):
 
 
 class FeedCheck(models.Model):
-    """Whether a marketplace's shop feeds tell the truth: how often a change a feed showed
-    was then confirmed, or contradicted, by a request for that item alone soon after. That a
-    price change moves an item up its shop's feed is not documented (docs/marketplaces.md):
-    the poll plan trusts the feeds only while this says so."""
+    """Whether a marketplace's shop feeds tell the truth: how often what a feed said of an
+    item was then confirmed, or contradicted, by a request for that item alone soon after —
+    the state it showed, or, for an item a complete read did not show, that it had not
+    changed. That a price change moves an item up its shop's feed is not documented
+    (docs/marketplaces.md): the poll plan trusts the feeds only while this says so."""
 
     source = models.CharField(
         verbose_name=_("marketplace"), max_length=20, choices=Source.choices, unique=True

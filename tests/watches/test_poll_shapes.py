@@ -396,6 +396,41 @@ def test_an_item_request_soon_after_a_feed_showed_the_item_confirms_or_contradic
     assert set(Listing.objects.values_list("seen_via", flat=True)) == {Shape.ITEM}
 
 
+def test_an_item_request_soon_after_a_complete_read_that_did_not_show_it_checks_it_unchanged(
+    clock, ichiba
+):
+    """What the plan stakes on the feeds: a complete read that does not show a listing says
+    it has not changed (a price change moves an item up its shop's feed — undocumented). An
+    item's own answer minutes later checks exactly that; a change it finds is the failure
+    that would otherwise go unseen, since nothing was shown to compare."""
+    for shop, minutes in (("s", 3), ("u", 30)):
+        ShopFeed.objects.create(
+            source="rakuten",
+            shop=shop,
+            read_at=T0 - dt.timedelta(minutes=minutes),
+            complete_since=T0 - dt.timedelta(hours=3),
+            updates_per_hour=6.0,
+            top=[f"{shop}:other"],
+        )
+    still = listing("s:still", price=900)
+    moved = listing("s:moved", price=900)
+    before_the_chain = listing("s:older", price=900, last_polled_at=T0 - dt.timedelta(hours=4))
+    stale_read = listing("u:item", price=900)
+    no_feed = listing("t:item", price=900)
+    answers = [
+        (still, Observation("s:still", 900, True, T0, shipping=0)),
+        (moved, Observation("s:moved", 800, True, T0, shipping=0)),
+        (before_the_chain, Observation("s:older", 800, True, T0, shipping=0)),
+        (stale_read, Observation("u:item", 800, True, T0, shipping=0)),
+        (no_feed, Observation("t:item", 800, True, T0, shipping=0)),
+    ]
+
+    observe(answers, T0).save()
+
+    check = FeedCheck.objects.get(source="rakuten")
+    assert (check.confirmed, check.contradicted) == (1, 1)
+
+
 def test_a_feed_answer_is_no_check_of_a_feed_answer(clock):
     shown = listing(
         "s:a", price=900, seen_via=Shape.SHOP, last_polled_at=T0 - dt.timedelta(minutes=1)

@@ -57,7 +57,7 @@ from watches.marketplaces.base import (
     Shape,
     get_marketplace,
 )
-from watches.models import FeedCheck, Listing, PricePoint
+from watches.models import FeedCheck, Listing, PricePoint, ShopFeed
 from watches.pages import pagecache
 from watches.polling.history import PointRow, as_point, latest_points, listing_stats, point_rows
 from watches.triggers import LOW_WINDOW, TYPICAL_WINDOW, Point
@@ -115,8 +115,9 @@ class Observations:
     # the history as it is under the listings' locks (`_still_worth_writing`) — a point
     # another process kept after `observe` read the history is what it compares with.
     unless_unchanged: list[tuple[Listing, Observation]] = field(default_factory=list)
-    # Per marketplace, how many of a shop feed's answers an item request soon after confirmed
-    # (True) or contradicted (False): what `FeedCheck` keeps.
+    # Per marketplace, how many of a shop feed's answers — what it showed, and what a
+    # complete read of it took for unchanged by not showing it — an item request soon after
+    # confirmed (True) or contradicted (False): what `FeedCheck` keeps.
     checks: Counter[tuple[str, bool]] = field(default_factory=Counter)
 
     def save(self) -> None:
@@ -368,6 +369,9 @@ def observe(
     what the feed said (`Observations.checks`)."""
     answers = list(answers)
     ids = [listing.id for listing, _ in answers]
+    # Listings a complete read of their shop's feed just took for unchanged (it did not show
+    # them): an item's own answer now checks that.
+    quiet = _read_unchanged(answers, now) if via == Shape.ITEM else {}
     folding: set[int] = set()
     if judging:
         past, older_lows = _recent(ids, now, LOW_WINDOW), {}
@@ -393,10 +397,16 @@ def observe(
             continue
         at = observation.observed_at
         folded = listing.id in folding
+        # What a feed shows is what a price change moves: the points are not compared.
+        said = (listing.price, listing.shipping, listing.in_stock)
+        now_says = (observation.price, observation.shipping, observation.in_stock)
         if via == Shape.ITEM and listing.seen_via == Shape.SHOP and _soon_after(listing, at):
-            # What a feed shows is what a price change moves: the points are not compared.
-            said = (listing.price, listing.shipping, listing.in_stock)
-            now_says = (observation.price, observation.shipping, observation.in_stock)
+            # The feed showed it: does the item say what the feed said?
+            batch.checks[(listing.source, said == now_says)] += 1
+        elif listing.id in quiet and at - quiet[listing.id] <= CONFIRM_WITHIN:
+            # The feed did not show it, so it was taken for unchanged: was it? (A change in
+            # the minutes since the read counts against the feed too: rare, and on the
+            # safe side.)
             batch.checks[(listing.source, said == now_says)] += 1
         listing.seen_via = via
         batch.unless_unchanged.append((listing, observation))
@@ -430,6 +440,55 @@ def _lower(low: int | None, other: int | None) -> int | None:
     if other is not None and (low is None or other < low):
         return other
     return low
+
+
+def _read_unchanged(
+    answers: list[tuple[Listing, FetchResult]], now: dt.datetime
+) -> dict[int, dt.datetime]:
+    """The listings of `answers` whose shop's feed was read, less than CONFIRM_WITHIN before
+    `now`, from before their last observation on without showing them (the poll plan's
+    "known": `feeds.seen_through_feeds`), each with that read's moment. Only where the
+    marketplace sorts a shop's feed by update time."""
+    by_source: dict[str, list[Listing]] = defaultdict(list)
+    for listing, _ in answers:
+        if listing.last_polled_at is not None:
+            by_source[listing.source].append(listing)
+    found: dict[int, dt.datetime] = {}
+    for source, listings in by_source.items():
+        adapter = _sorted_by_update(source)
+        if adapter is None:
+            continue
+        shops = {listing.id: adapter.shop_of(listing.item_code) for listing in listings}
+        feeds = {
+            feed.shop: feed
+            for feed in ShopFeed.objects.filter(
+                source=source,
+                shop__in=sorted({shop for shop in shops.values() if shop}),
+                complete_since__isnull=False,
+                read_at__gte=now - CONFIRM_WITHIN,
+            )
+        }
+        for listing in listings:
+            feed = feeds.get(shops[listing.id] or "")
+            observed = listing.last_polled_at
+            if (
+                feed is not None
+                and feed.complete_since is not None
+                and feed.read_at is not None
+                and observed is not None
+                and feed.complete_since <= observed < feed.read_at
+            ):
+                found[listing.id] = feed.read_at
+    return found
+
+
+def _sorted_by_update(source: str) -> Any:
+    """`source`'s adapter when it sorts a shop's feed by update time, else None."""
+    try:
+        adapter = get_marketplace(source)
+    except Exception:  # misconfigured (a test's answers, made by hand): no feed to check
+        return None
+    return adapter if getattr(adapter, "shop_by_update", False) else None
 
 
 def _soon_after(listing: Listing, at: dt.datetime) -> bool:
