@@ -493,6 +493,9 @@ LISTING_FIELDS = (
     "last_polled_at",
     "last_error",
     "seen_via",
+    # Offers of one product are re-checked together (`watches.products.refetch`).
+    "product_id",
+    "jan",
 )
 
 

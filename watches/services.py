@@ -51,7 +51,7 @@ from watches.pages import pagecache
 from watches.polling import feeds
 from watches.polling.observations import fetch, fresh_observations, observe
 from watches.polling.plan import budget_status, recheck_capacity, watched_coverage
-from watches.products.refetch import ProductAnswer, refetch_products
+from watches.products.refetch import ProductAnswer, offers_together, refetch_products
 from watches.subscriptions import endpoint_allowed
 
 __all__ = [
@@ -122,9 +122,16 @@ def refetch_or_reuse(
         by_source[listing.source].append(listing)
     answers: list[tuple[Listing, FetchResult]] = []
     on_pages: list[tuple[Listing, FetchResult]] = []
+    on_offers: list[tuple[Listing, FetchResult]] = []
     for source, group in by_source.items():
-        # Listings that share a shop are answered together from its feed where the
-        # marketplace can (watches.polling.feeds); the rest, and one alone, item by item.
+        # Offers of one product are answered together from its page of offers, listings
+        # that share a shop from its feed, where the marketplace can (watches.products.refetch,
+        # watches.polling.feeds); the rest, and one alone, item by item.
+        offered = offers_together(source, group) if len(group) > 1 else {}
+        on_offers.extend(
+            (listing, offered[listing.id]) for listing in group if listing.id in offered
+        )
+        group = [listing for listing in group if listing.id not in offered]
         together = feeds.answer_together(source, group) if len(group) > 1 else {}
         on_pages.extend(
             (listing, together[listing.id]) for listing in group if listing.id in together
@@ -133,7 +140,11 @@ def refetch_or_reuse(
         fetched = fetch(source, [listing.item_code for listing in alone])
         answers.extend((listing, fetched[listing.item_code]) for listing in alone)
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
-    for batch, via in ((on_pages, Shape.SHOP), (answers, Shape.ITEM)):
+    for batch, via in (
+        (on_offers, Shape.PRODUCT),
+        (on_pages, Shape.SHOP),
+        (answers, Shape.ITEM),
+    ):
         if batch:
             observations = observe(batch, now, judging=False, via=via)
             observations.save()

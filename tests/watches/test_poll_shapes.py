@@ -543,6 +543,48 @@ def test_the_recheck_of_rows_that_share_a_shop_asks_its_feed_once(clock, ichiba,
     assert Listing.objects.get(item_code="s:b").price == 880, "the fresh price, from the feed"
 
 
+def test_the_recheck_of_rows_on_offers_of_one_product_asks_its_page_of_offers_once(
+    clock, ichiba, recording_channel
+):
+    """Listing watches on three shops' offers of one product: one request for the product's
+    offers answers them; an offer sold out (not on a page of offers in stock) and a listing
+    of no product are asked for alone."""
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Status
+
+    jan = "4901750404406"
+    product = Product.objects.create(jan=jan, name="Scottie")
+    device = DeviceFactory()
+    detections = []
+    for code in ("a:tp", "b:tp", "c:tp", "d:tp"):
+        ichiba.add(code, price=900, jan=jan)
+    ichiba.add("alone:x", price=900)
+    for code in ("a:tp", "b:tp", "c:tp", "d:tp", "alone:x"):
+        fields = {"product_id": product.pk, "jan": jan} if code != "alone:x" else {}
+        made = listing(code, price=900, **fields)
+        watch = WatchFactory(listing=made, device=device, target_price=950)
+        detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
+    ichiba.set("b:tp", price=880)  # moved since detection, still below the line
+    ichiba.set("d:tp", available=False)  # sold out: not among the offers in stock
+    enqueue_many(detections)
+
+    run_cycle()
+
+    assert [q["keyword"] for q in ichiba.requests if "keyword" in q] == [jan]
+    assert sorted(item_requests(ichiba)) == ["alone:x", "d:tp"]
+    assert not shop_requests(ichiba)
+    sent = Outbox.objects.filter(status=Status.SENT)
+    assert sorted(sent.values_list("watch__listing__item_code", flat=True)) == [
+        "a:tp",
+        "alone:x",
+        "b:tp",
+        "c:tp",
+    ]
+    assert Listing.objects.get(item_code="b:tp").price == 880, "the fresh price, from the page"
+    assert Listing.objects.get(item_code="b:tp").seen_via == Shape.PRODUCT
+
+
 def test_the_recheck_asks_item_by_item_when_the_feeds_are_not_trusted(
     clock, ichiba, recording_channel
 ):

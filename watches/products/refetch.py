@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from watches.marketplaces.base import FetchError, FetchResult, Observation
+from watches.marketplaces.base import FetchError, FetchResult, Observation, Offers
 from watches.models import Listing, Product
 from watches.polling.observations import observe
 from watches.products.offers import best_offer
@@ -73,3 +73,27 @@ def refetch_products(products: Iterable[Product], now: dt.datetime) -> dict[int,
         product.pk: ProductAnswer(tuple(offers[product.pk]), tuple(errors[product.pk]))
         for product in products
     }
+
+
+def offers_together(source: str, listings: Iterable[Listing]) -> dict[int, Observation]:
+    """The answers a product's page of offers gives for listings of `source` that are offers
+    of one product, two or more of them (the dispatcher's re-check of listing watches on
+    several shops' offers): one request per product, cheapest first and in stock; an offer
+    not on the page (sold out, or past a popular product's first page) is left for a
+    request of its own. Only where the marketplace answers a product's offers."""
+    by_jan: dict[str, dict[str, Listing]] = defaultdict(dict)
+    for listing in listings:
+        if listing.product_id is not None and listing.jan:
+            by_jan[listing.jan][listing.item_code] = listing
+    wanted = {jan: mine for jan, mine in by_jan.items() if len(mine) > 1}
+    if not wanted or source not in offer_sources():
+        return {}
+    answers = fetch_offers(source, sorted(wanted))
+    found: dict[int, Observation] = {}
+    for jan, mine in wanted.items():
+        answer = answers[jan]
+        for offer in answer.offers if isinstance(answer, Offers) else ():
+            known = mine.get(offer.item_code)
+            if known is not None:
+                found[known.id] = offer
+    return found
