@@ -43,7 +43,7 @@ Drained means every row sent or dropped (a failed row was never told); each side
 then or for `--horizon-minutes` of simulated time. `--batch-size` sets OUTBOX_BATCH_SIZE.
 
     .venv/bin/python bench/bench_recheck.py [--shops 200] [--watched 10] [--catalogue 200]
-        [--rounds 3] [--horizon-minutes 15] [--batch-size 500] [--cycles]
+        [--rounds 3] [--horizon-minutes 15] [--batch-size 500] [--cycles] [--interleaved]
         [--db sqlite|postgresql]
 """
 
@@ -175,6 +175,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--batch-size", type=int, default=None, help="OUTBOX_BATCH_SIZE")
     parser.add_argument("--cycles", action="store_true", help="print the first round's cycles")
+    parser.add_argument(
+        "--interleaved",
+        action="store_true",
+        help="rows due one of each shop in turn, not shop by shop",
+    )
     args = parser.parse_args(argv)
     if args.catalogue < args.watched:
         parser.error("--catalogue: at least --watched")
@@ -345,12 +350,17 @@ def reset(built: Built, path: str, clock: SimClock, fake, args: argparse.Namespa
             FeedCheck.objects.create(
                 source="rakuten", confirmed=0, contradicted=feeds.TRUST_SAMPLES
             )
+    watches = list(Watch.objects.order_by("pk").values_list("pk", "device_id"))
+    if args.interleaved:
+        # Watches were made shop by shop: the n-th of every shop, then the next n.
+        order = sorted(range(len(watches)), key=lambda i: (i % args.watched, i))
+        watches = [watches[i] for i in order]
     enqueue_many(
         (
             Detection(
                 pk, device_id, Channel.CONSOLE, Trigger.TARGET_PRICE, detected, {"price": SALE}
             )
-            for pk, device_id in Watch.objects.order_by("pk").values_list("pk", "device_id")
+            for pk, device_id in watches
         ),
         now=detected,
     )

@@ -56,7 +56,7 @@ class Claim:
     ids: list[int] = field(default_factory=list)
     selected: int = 0
     superseded: int = 0
-    # Selected rows left due because `keep` stopped before them: the queue is not drained.
+    # Selected rows `keep` left due (for a later batch): the queue is not drained.
     left: int = 0
 
 
@@ -64,7 +64,7 @@ def claim_due(
     holder: str,
     limit: int,
     now: dt.datetime,
-    keep: Callable[[list[Candidate]], int] | None = None,
+    keep: Callable[[list[Candidate]], list[Candidate]] | None = None,
 ) -> Claim:
     """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
     claim). Per watch and channel only the newest due detection is claimed — whichever
@@ -73,15 +73,15 @@ def claim_due(
     watch and channel another dispatcher has in flight gets no second row in flight, even
     when both claimed at once (the in-flight index refuses ours: caught); its due rows older
     than the one in flight are superseded, a newer one waits for its turn. `keep`, given the
-    rows selected, says how many of the first of them to claim (the rest stay due, counted in
-    `left`); `selected` counts them all."""
+    rows selected, returns those to claim, in order (the rest stay due, counted in `left`);
+    `selected` counts them all."""
     with transaction.atomic():
         selected = select_due(now, limit)
         claim = Claim(selected=len(selected))
         if keep is not None:
             kept = keep(selected)
-            claim.left = len(selected) - kept
-            selected = selected[:kept]
+            claim.left = len(selected) - len(kept)
+            selected = kept
         if not selected:
             return claim
         backlogs = _backlogs(selected, now)

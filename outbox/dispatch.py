@@ -69,7 +69,7 @@ from outbox.recheck import Decision, decide, guard
 from outbox.recording import apply_delivery, record
 from watches import services
 from watches.marketplaces.base import FetchResult, Observation
-from watches.models import Device, Listing, Product, Watch
+from watches.models import Device, Listing, Product
 
 log = logging.getLogger("outbox.dispatch")
 
@@ -176,11 +176,13 @@ def _run(cycle: _Cycle, limit: int | None, deadline: float) -> None:
 def _claim_batch(cycle: _Cycle, rechecks: int | None, remaining: int | None) -> tuple[Claim, bool]:
     """Claim one batch: at most OUTBOX_BATCH_SIZE rows (and `remaining`) over at most
     `rechecks` re-checks (None: no marketplace limits them). Rows that share one — a
-    listing's watches, a product's — cost one request between them, so the batch takes the
-    oldest due rows up to the first that would need one re-check too many: a crowd's rows go
-    out in batches as large as any other's, not in the few rows one id re-checks at a time,
-    each batch's own work between them (bench/bench_delivery.py). Returns the claim, and
-    whether it found the queue drained (fewer due rows than it asked for, none left)."""
+    listing's watches, a product's, a shop's listings read from its feed — cost one request
+    between them, so the batch takes the oldest due rows and every later one whose re-check
+    they already pay for (`_within`): a crowd's rows go out in batches as large as any
+    other's, not in the few rows one id re-checks at a time, each batch's own work between
+    them (bench/bench_delivery.py), and a sale's rows a shop's page at a time
+    (bench/bench_recheck.py). Returns the claim, and whether it found the queue drained
+    (fewer due rows than it asked for, none left)."""
     size = settings.OUTBOX_BATCH_SIZE
     if remaining is not None:
         size = min(size, remaining)
@@ -189,27 +191,26 @@ def _claim_batch(cycle: _Cycle, rechecks: int | None, remaining: int | None) -> 
     return claim, claim.selected < size and not claim.left
 
 
-def _within(rechecks: int) -> Callable[[list[Candidate]], int]:
-    """How many of the due rows selected, oldest first, a batch can re-check with at most
-    `rechecks` requests: a product watch's row asks for its product, a listing watch's for
-    its listing (`_recheck`)."""
+def _within(rechecks: int) -> Callable[[list[Candidate]], list[Candidate]]:
+    """Which of the due rows selected, oldest first, a batch can re-check with about
+    `rechecks` requests: rows that share a re-check — a listing's watches, a product's, the
+    listings of one shop whose feed answers them together (`services.recheck_units`) — cost
+    one between them. The oldest rows go first, and with them every later row whose re-check
+    is already paid for; a row that would need one re-check too many waits for the next
+    batch. A sale's rows due one shop after another still go out a shop's page at a time."""
 
-    def keep(selected: list[Candidate]) -> int:
-        watches = {candidate.row.watch_id for candidate in selected}
-        asks = {
-            watch: ("product", product) if product else ("listing", listing)
-            for watch, listing, product in Watch.objects.filter(id__in=watches).values_list(
-                "id", "listing_id", "product_id"
-            )
-        }
-        asked: set[tuple[str, int]] = set()
-        for n, candidate in enumerate(selected):
-            ask = asks.get(candidate.row.watch_id)
-            if ask is not None and ask not in asked:
-                if len(asked) >= rechecks and n:  # a batch holds one row at least
-                    return n
-                asked.add(ask)
-        return len(selected)
+    def keep(selected: list[Candidate]) -> list[Candidate]:
+        units = services.recheck_units({candidate.row.watch_id for candidate in selected})
+        paid: set[tuple[str | int, ...]] = set()
+        kept: list[Candidate] = []
+        for candidate in selected:
+            unit = units.get(candidate.row.watch_id)
+            if unit is not None and unit not in paid:
+                if len(paid) >= rechecks and kept:  # a batch holds one row at least
+                    continue
+                paid.add(unit)
+            kept.append(candidate)
+        return kept
 
     return keep
 

@@ -32,9 +32,13 @@ def bench_recheck():
         sys.path.remove(str(BENCH))
 
 
-def test_the_recheck_bench_runs_small_item_by_item_and_by_shop_pages(bench_recheck, capsys):
+@pytest.mark.parametrize("interleaved", [False, True], ids=["shop by shop", "interleaved"])
+def test_the_recheck_bench_runs_small_item_by_item_and_by_shop_pages(
+    bench_recheck, capsys, interleaved
+):
     # 3 shops of 4 watched listings: 12 item requests, or 3 shop pages, each path's re-check
-    # within the freshness bound, so every row goes out in the first cycle.
+    # within the freshness bound, so every row goes out in the first cycle — in either order
+    # the rows fall due.
     args = argparse.Namespace(
         shops=3,
         watched=4,
@@ -43,6 +47,7 @@ def test_the_recheck_bench_runs_small_item_by_item_and_by_shop_pages(bench_reche
         horizon_minutes=10,
         batch_size=None,
         cycles=False,
+        interleaved=interleaved,
     )
     with transaction.atomic():
         results = bench_recheck.simulate(args)

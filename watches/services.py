@@ -25,7 +25,8 @@ records every write of a dispatch cycle at the SQL level, keep it so):
 - `budget_status` and `watched_coverage`: the marketplaces' budgets per application id and
   the share of watched listings checked lately (read-only, for the admin overview);
   `recheck_capacity`: how many rows a dispatcher's batch can have re-checked within a
-  freshness bound, by the slowest marketplace's budget (read-only).
+  freshness bound, by the slowest marketplace's budget, and `recheck_units`: which rows one
+  re-check answers together (both read-only).
 - `marketplace_halts`: the marketplaces halted for a configuration fault, each with what to
   fix (read-only, for the admin overview's banner).
 """
@@ -49,6 +50,7 @@ from watches.missed import missed_for
 from watches.models import Device, Listing, MarketplaceHalt, Watch
 from watches.pages import pagecache
 from watches.polling import feeds
+from watches.polling.feeds import recheck_units
 from watches.polling.observations import fetch, fresh_observations, observe
 from watches.polling.plan import budget_status, recheck_capacity, watched_coverage
 from watches.products.refetch import ProductAnswer, offers_together, refetch_products
@@ -65,6 +67,7 @@ __all__ = [
     "missed_for",
     "pause_listings",
     "recheck_capacity",
+    "recheck_units",
     "record_bounces",
     "refetch",
     "refetch_or_reuse",

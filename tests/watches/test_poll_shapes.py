@@ -691,6 +691,65 @@ def test_a_crowds_rows_fill_a_batch_past_what_the_budget_rechecks_one_listing_ea
     assert item_requests(ichiba).count("crowd:item") == 1
 
 
+def test_a_sales_rows_due_one_shop_after_another_go_out_a_shops_page_at_a_time(
+    clock, ichiba, recording_channel, settings
+):
+    """Six shops' sale, the rows due one of each shop in turn, two re-checks a batch: the
+    oldest rows bring their shops' later rows along (one feed page answers them), so three
+    batches of two shops each, six pages — not fifteen batches of two rows from two shops,
+    thirty item requests."""
+    from unittest import mock
+
+    from outbox import dispatch
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Status
+    from tests.fakes.clock import FakeClock
+    from tests.fakes.ichiba import APP_ID
+    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
+
+    settings.RAKUTEN_RATE_PER_SECOND = 1.0
+    settings.OUTBOX_REFETCH_MAX_AGE = 4  # half of 4 s at 1/s: two re-checks a batch
+    fake = FakeClock()  # the limiter's waits cost no time
+    install_limiter(f"rakuten:{APP_ID}", 1.0, RateLimiter(1.0, clock=fake, sleep=fake.sleep))
+    shops = [f"shop{s}" for s in range(6)]
+    made: dict[str, list] = {shop: [] for shop in shops}
+    for shop in shops:
+        for n in range(5):
+            code = f"{shop}:sale{n}"
+            ichiba.add(code, price=900)
+            made[shop].append(listing(code, price=900))
+    detections = [
+        Detection.for_watch(
+            WatchFactory(listing=made[shop][n], device=DeviceFactory(), target_price=950),
+            T0,
+            {"line": "950", "price": 900},
+        )
+        for n in range(5)
+        for shop in shops
+    ]
+    enqueue_many(detections)
+    batches: list[list[int]] = []
+    process = dispatch._process_batch
+
+    def spy(cycle, ids):
+        batches.append(list(ids))
+        return process(cycle, ids)
+
+    with mock.patch.object(dispatch, "_process_batch", spy):
+        run_cycle()
+
+    assert Outbox.objects.filter(status=Status.SENT).count() == 30
+    shop_of = dict(Outbox.objects.values_list("id", "watch__listing__item_code"))
+    assert [sorted({shop_of[pk].partition(":")[0] for pk in b}) for b in batches] == [
+        ["shop0", "shop1"],
+        ["shop2", "shop3"],
+        ["shop4", "shop5"],
+    ]
+    assert sorted(shop_requests(ichiba)) == [(shop, "1") for shop in shops]
+    assert not item_requests(ichiba)
+
+
 def test_a_products_offers_answer_their_own_listing_watches_too(clock, yahoo):
     from watches.products.polling import poll_product_batch
 

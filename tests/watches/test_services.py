@@ -128,6 +128,7 @@ def test_the_outbox_door_lists_exactly_its_functions():
         "missed_for",
         "pause_listings",
         "recheck_capacity",
+        "recheck_units",
         "record_bounces",
         "refetch",
         "refetch_or_reuse",

@@ -42,7 +42,7 @@ from watches.marketplaces.base import (
     Shape,
     get_marketplace,
 )
-from watches.models import FeedCheck, Listing, ShopFeed
+from watches.models import FeedCheck, Listing, ShopFeed, Watch
 from watches.polling.observations import ask
 
 log = logging.getLogger("watches.polling.feeds")
@@ -221,6 +221,29 @@ def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Obser
                 del missing[shop_ask.key]
         page += 1
     return found
+
+
+def recheck_units(watch_ids: Iterable[int]) -> dict[int, tuple[str | int, ...]]:
+    """What one request of the dispatcher's re-check answers, for each of these watches' rows:
+    its product's offers (a product watch); its shop's feed (a listing of a marketplace whose
+    trusted feeds `answer_together` reads — a sale's items come first on it); or its listing
+    alone. Rows that share a unit cost about one request between them; a feed that misses a
+    listing costs one more for it."""
+    units: dict[int, tuple[str | int, ...]] = {}
+    adapters: dict[str, object] = {}
+    rows = Watch.objects.filter(id__in=list(watch_ids)).values_list(
+        "id", "listing_id", "product_id", "listing__source", "listing__item_code"
+    )
+    for watch, listing, product, source, code in rows:
+        if product is not None:
+            units[watch] = ("product", product)
+            continue
+        if source not in adapters:
+            adapters[source] = _adapter_with_feeds(source)
+        adapter = adapters[source]
+        shop = adapter.shop_of(code) if adapter is not None else None  # type: ignore[attr-defined]
+        units[watch] = ("shop", source, shop) if shop else ("listing", listing)
+    return units
 
 
 def _adapter_with_feeds(source: str):
