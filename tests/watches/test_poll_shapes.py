@@ -452,6 +452,35 @@ def item_requests(ichiba) -> list[str]:
     return [q["itemCode"] for q in ichiba.requests if "itemCode" in q]
 
 
+def one_id_at_one_a_second(settings) -> None:
+    """Rakuten's one application id at 1 request/s, its waits costing no time."""
+    from tests.fakes.clock import FakeClock
+    from tests.fakes.ichiba import APP_ID
+    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
+
+    settings.RAKUTEN_RATE_PER_SECOND = 1.0
+    fake = FakeClock()
+    install_limiter(f"rakuten:{APP_ID}", 1.0, RateLimiter(1.0, clock=fake, sleep=fake.sleep))
+
+
+def batches_of_a_cycle() -> list[list[int]]:
+    """Run one dispatch cycle; the row ids of each batch it processed, in order."""
+    from unittest import mock
+
+    from outbox import dispatch
+
+    batches: list[list[int]] = []
+    process = dispatch._process_batch
+
+    def spy(cycle, ids):
+        batches.append(list(ids))
+        return process(cycle, ids)
+
+    with mock.patch.object(dispatch, "_process_batch", spy):
+        dispatch.run_cycle()
+    return batches
+
+
 def test_a_feed_read_observes_the_known_items_on_it_and_stores_no_other(clock, ichiba):
     from tests.factories import DeviceFactory, WatchFactory
     from watches.polling.feeds import poll_shops
@@ -645,19 +674,10 @@ def test_a_dispatch_batch_holds_what_the_budget_rechecks_while_the_first_answer_
 def test_a_crowds_rows_fill_a_batch_past_what_the_budget_rechecks_one_listing_each(
     clock, ichiba, recording_channel, settings
 ):
-    from unittest import mock
-
-    from outbox import dispatch
-    from outbox.dispatch import run_cycle
     from outbox.enqueue import Detection, enqueue_many
     from outbox.models import Outbox, Status
-    from tests.fakes.clock import FakeClock
-    from tests.fakes.ichiba import APP_ID
-    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
 
-    settings.RAKUTEN_RATE_PER_SECOND = 1.0  # 15 re-checks a batch (the test above)
-    fake = FakeClock()  # the limiter's waits cost no time
-    install_limiter(f"rakuten:{APP_ID}", 1.0, RateLimiter(1.0, clock=fake, sleep=fake.sleep))
+    one_id_at_one_a_second(settings)  # 15 re-checks a batch (the test above)
     settings.POLL_SHAPES = ["item"]  # one request an item: each listing its own re-check
     FeedCheck.objects.create(source="rakuten", confirmed=0, contradicted=50)
     detections = []
@@ -672,15 +692,7 @@ def test_a_crowds_rows_fill_a_batch_past_what_the_budget_rechecks_one_listing_ea
         detections.append(Detection.for_watch(watch, T0, {"line": "950", "price": 900}))
     enqueue_many(detections)
 
-    batches: list[list[int]] = []
-    process = dispatch._process_batch
-
-    def spy(cycle, ids):
-        batches.append(list(ids))
-        return process(cycle, ids)
-
-    with mock.patch.object(dispatch, "_process_batch", spy):
-        run_cycle()
+    batches = batches_of_a_cycle()
 
     assert Outbox.objects.filter(status=Status.SENT).count() == 60
     listings = dict(Outbox.objects.values_list("id", "watch__listing_id"))
@@ -698,20 +710,11 @@ def test_a_sales_rows_due_one_shop_after_another_go_out_a_shops_page_at_a_time(
     oldest rows bring their shops' later rows along (one feed page answers them), so three
     batches of two shops each, six pages — not fifteen batches of two rows from two shops,
     thirty item requests."""
-    from unittest import mock
-
-    from outbox import dispatch
-    from outbox.dispatch import run_cycle
     from outbox.enqueue import Detection, enqueue_many
     from outbox.models import Outbox, Status
-    from tests.fakes.clock import FakeClock
-    from tests.fakes.ichiba import APP_ID
-    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
 
-    settings.RAKUTEN_RATE_PER_SECOND = 1.0
+    one_id_at_one_a_second(settings)
     settings.OUTBOX_REFETCH_MAX_AGE = 4  # half of 4 s at 1/s: two re-checks a batch
-    fake = FakeClock()  # the limiter's waits cost no time
-    install_limiter(f"rakuten:{APP_ID}", 1.0, RateLimiter(1.0, clock=fake, sleep=fake.sleep))
     shops = [f"shop{s}" for s in range(6)]
     made: dict[str, list] = {shop: [] for shop in shops}
     for shop in shops:
@@ -729,15 +732,7 @@ def test_a_sales_rows_due_one_shop_after_another_go_out_a_shops_page_at_a_time(
         for shop in shops
     ]
     enqueue_many(detections)
-    batches: list[list[int]] = []
-    process = dispatch._process_batch
-
-    def spy(cycle, ids):
-        batches.append(list(ids))
-        return process(cycle, ids)
-
-    with mock.patch.object(dispatch, "_process_batch", spy):
-        run_cycle()
+    batches = batches_of_a_cycle()
 
     assert Outbox.objects.filter(status=Status.SENT).count() == 30
     shop_of = dict(Outbox.objects.values_list("id", "watch__listing__item_code"))
