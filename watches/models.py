@@ -446,6 +446,17 @@ class ShopFeed(models.Model):
     def __str__(self) -> str:
         return f"{self.source}:{self.shop}"
 
+    def shows_unchanged(self, observed: dt.datetime | None) -> bool:
+        """Whether a listing of this shop last observed at `observed`, absent from the reads
+        since, is known unchanged up to `read_at`: the chain of complete reads began before
+        that observation and the last read came after it."""
+        return (
+            self.complete_since is not None
+            and self.read_at is not None
+            and observed is not None
+            and self.complete_since <= observed < self.read_at
+        )
+
 
 class FeedCheck(models.Model):
     """Whether a marketplace's shop feeds tell the truth: how often what a feed said of an

@@ -270,14 +270,7 @@ def seen_through_feeds(
     for row in rows:
         shop = shop_of(row["source"], row["item_code"])
         feed = feeds.get((row["source"], shop)) if shop else None
-        observed = row["last_polled_at"]
-        if (
-            feed is not None
-            and feed.complete_since is not None
-            and feed.read_at is not None
-            and observed is not None
-            and feed.complete_since <= observed < feed.read_at
-        ):
+        if feed is not None and feed.read_at and feed.shows_unchanged(row["last_polled_at"]):
             seen[row["id"]] = feed.read_at
     return seen
 

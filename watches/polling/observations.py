@@ -470,14 +470,7 @@ def _read_unchanged(
         }
         for listing in listings:
             feed = feeds.get(shops[listing.id] or "")
-            observed = listing.last_polled_at
-            if (
-                feed is not None
-                and feed.complete_since is not None
-                and feed.read_at is not None
-                and observed is not None
-                and feed.complete_since <= observed < feed.read_at
-            ):
+            if feed is not None and feed.read_at and feed.shows_unchanged(listing.last_polled_at):
                 found[listing.id] = feed.read_at
     return found
 

@@ -457,11 +457,7 @@ def _since_feed(row: dict, feed: ShopFeed | None) -> dt.datetime | None:
     """Since when a change of this listing would be news on its shop's feed: its last
     observation, or the feed's last read when that read showed every change before it."""
     observed = row["last_polled_at"]
-    if feed is None or feed.read_at is None or feed.complete_since is None:
-        return observed
-    if observed is None or feed.complete_since <= observed < feed.read_at:
-        return feed.read_at if observed is not None else observed
-    return observed
+    return feed.read_at if feed is not None and feed.shows_unchanged(observed) else observed
 
 
 def _score_at(
