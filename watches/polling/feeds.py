@@ -25,7 +25,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from typing import cast
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -230,7 +230,7 @@ def recheck_units(watch_ids: Iterable[int]) -> dict[int, tuple[str | int, ...]]:
     alone. Rows that share a unit cost about one request between them; a feed that misses a
     listing costs one more for it."""
     units: dict[int, tuple[str | int, ...]] = {}
-    adapters: dict[str, object] = {}
+    adapters: dict[str, Any] = {}
     rows = Watch.objects.filter(id__in=list(watch_ids)).values_list(
         "id", "listing_id", "product_id", "listing__source", "listing__item_code"
     )
@@ -241,7 +241,7 @@ def recheck_units(watch_ids: Iterable[int]) -> dict[int, tuple[str | int, ...]]:
         if source not in adapters:
             adapters[source] = _adapter_with_feeds(source)
         adapter = adapters[source]
-        shop = adapter.shop_of(code) if adapter is not None else None  # type: ignore[attr-defined]
+        shop = adapter.shop_of(code) if adapter is not None else None
         units[watch] = ("shop", source, shop) if shop else ("listing", listing)
     return units
 
