@@ -745,6 +745,47 @@ def test_a_sales_rows_due_one_shop_after_another_go_out_a_shops_page_at_a_time(
     assert not item_requests(ichiba)
 
 
+def test_rows_on_offers_of_products_due_one_product_after_another_go_out_a_page_at_a_time(
+    clock, ichiba, recording_channel, settings
+):
+    """Four products' offers, five shops each, their rows due one of each product in turn,
+    two re-checks a batch: a batch counts a product's offers as one re-check (one page of
+    its offers answers them), so the oldest rows bring their products' later rows along —
+    two batches, four pages of offers — not ten batches of two rows on two products, each
+    asked for alone (twenty item requests)."""
+    from outbox.enqueue import Detection, enqueue_many
+    from outbox.models import Outbox, Status
+
+    one_id_at_one_a_second(settings)
+    settings.OUTBOX_REFETCH_MAX_AGE = 4  # half of 4 s at 1/s: two re-checks a batch
+    jans = [f"490175040440{p}" for p in range(4)]
+    made: dict[str, list] = {jan: [] for jan in jans}
+    for jan in jans:
+        product = Product.objects.create(jan=jan, name=f"product {jan}")
+        for n in range(5):
+            code = f"shop{n}:{jan}"
+            ichiba.add(code, price=900, jan=jan)
+            made[jan].append(listing(code, price=900, product_id=product.pk, jan=jan))
+    detections = [
+        Detection.for_watch(
+            WatchFactory(listing=made[jan][n], device=DeviceFactory(), target_price=950),
+            T0,
+            {"line": "950", "price": 900},
+        )
+        for n in range(5)
+        for jan in jans
+    ]
+    enqueue_many(detections)
+    batches = batches_of_a_cycle()
+
+    assert Outbox.objects.filter(status=Status.SENT).count() == 20
+    jan_of = dict(Outbox.objects.values_list("id", "watch__listing__jan"))
+    assert [sorted({jan_of[pk] for pk in b}) for b in batches] == [jans[:2], jans[2:]]
+    assert sorted(q["keyword"] for q in ichiba.requests if "keyword" in q) == jans
+    assert not item_requests(ichiba)
+    assert not shop_requests(ichiba)
+
+
 def test_a_products_offers_answer_their_own_listing_watches_too(clock, yahoo):
     from watches.products.polling import poll_product_batch
 

@@ -224,20 +224,39 @@ def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Obser
 
 
 def recheck_units(watch_ids: Iterable[int]) -> dict[int, tuple[str | int, ...]]:
-    """What one request of the dispatcher's re-check answers, for each of these watches' rows:
-    its product's offers (a product watch); its shop's feed (a listing of a marketplace whose
-    trusted feeds `answer_together` reads — a sale's items come first on it); or its listing
-    alone. Rows that share a unit cost about one request between them; a feed that misses a
-    listing costs one more for it."""
+    """What one request of the dispatcher's re-check answers, for each of these watches' rows,
+    in the order the re-check asks (`services.refetch_or_reuse`): its product's offers (a
+    product watch; a listing that is an offer of a product on a marketplace that answers a
+    product's offers — `products.refetch.offers_together` — unless its product's page did not
+    reach it last time); its shop's feed (a listing of a marketplace whose trusted feeds
+    `answer_together` reads — a sale's items come first on it); or its listing alone. Rows
+    that share a unit cost about one request between them; a page that misses a listing
+    costs one more for it."""
+    from watches.products.polling import offer_sources  # products build on polling
+
     units: dict[int, tuple[str | int, ...]] = {}
     adapters: dict[str, Any] = {}
     rows = Watch.objects.filter(id__in=list(watch_ids)).values_list(
-        "id", "listing_id", "product_id", "listing__source", "listing__item_code"
+        "id",
+        "listing_id",
+        "product_id",
+        "listing__source",
+        "listing__item_code",
+        "listing__product_id",
+        "listing__jan",
+        "listing__beyond_product_page",
     )
-    for watch, listing, product, source, code in rows:
+    offering: set[str] | None = None
+    for watch, listing, product, source, code, offer_of, jan, beyond in rows:
         if product is not None:
             units[watch] = ("product", product)
             continue
+        if offer_of is not None and jan and not beyond:
+            if offering is None:
+                offering = set(offer_sources())
+            if source in offering:
+                units[watch] = ("offers", source, offer_of)
+                continue
         if source not in adapters:
             adapters[source] = _adapter_with_feeds(source)
         adapter = adapters[source]
