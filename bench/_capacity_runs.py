@@ -19,7 +19,10 @@ from _capacity_world import PRICE_MOVES_PER_HOUR, World, crossing_events, reset_
 
 T0 = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)  # 09:00 in Tokyo
 APP_ID = "capacity-app-1"
-RATE = 1.0  # requests/s per application id: Rakuten Ichiba's allowance
+# One application id per marketplace, each at its allowance: 1 request/s (Rakuten Ichiba),
+# 1 query/s (Yahoo! Shopping).
+APP_IDS = {"rakuten": APP_ID, "yahoo": "capacity-yahoo-1"}
+RATE = 1.0
 # The plans compared: today's (one item a request) and the new one (every shape).
 PLANS = {"today": ["item"], "new": ["item", "shop", "product"]}
 
@@ -57,6 +60,7 @@ class Row:
     # The most of the few's crossings a plan without foresight could tell within the hour
     # with as many requests (`few_ceiling`).
     few_ceiling: float = 1.0
+    marketplace: str = "rakuten"
 
 
 class Fixed:
@@ -98,7 +102,12 @@ def run_scenario(
     started = time.monotonic()
     reset_world(T0)
     clock.move_to(T0.timestamp())
-    install_limiter(f"rakuten:{APP_ID}", RATE, RateLimiter(RATE, clock=clock, sleep=clock.sleep))
+    marketplace = world.params.marketplace
+    install_limiter(
+        f"{marketplace}:{APP_IDS[marketplace]}",
+        RATE,
+        RateLimiter(RATE, clock=clock, sleep=clock.sleep),
+    )
     fake.by_second.clear()
     fake.shapes.clear()
     too_many_before = fake.too_many
@@ -191,7 +200,7 @@ def _coverage(now: dt.datetime) -> dict[str, float]:
     """The overview's coverage (`watched_coverage`: polled within 15 min / 1 h), and the
     share known within 15 min counting what complete shop feeds showed unchanged
     (`feeds.seen_through_feeds`, what the plan reads)."""
-    from watches.marketplaces.rakuten import shop_of
+    from watches.marketplaces.base import get_marketplace
     from watches.models import Listing, ShopFeed
     from watches.polling.feeds import seen_through_feeds
     from watches.polling.plan import watched_coverage
@@ -200,7 +209,14 @@ def _coverage(now: dt.datetime) -> dict[str, float]:
     values = Listing.objects.values("id", "source", "item_code", "last_polled_at")
     rows: list[dict] = [dict(row) for row in values]
     shop_feeds = {(f.source, f.shop): f for f in ShopFeed.objects.all()}
-    seen = seen_through_feeds(rows, shop_feeds, lambda _source, code: shop_of(code))
+    adapters: dict = {}
+
+    def shop_of(source: str, code: str) -> str | None:
+        if source not in adapters:
+            adapters[source] = get_marketplace(source)
+        return adapters[source].shop_of(code)
+
+    seen = seen_through_feeds(rows, shop_feeds, shop_of)
     cutoff = now - dt.timedelta(minutes=15)
     known = 0
     for row in rows:
@@ -277,6 +293,7 @@ def _row(
         few_within_hour=sum(1 for delay in few_delays if delay <= 3600),
         delays={place[watch]: delay for watch, delay in counted.items()},
         few_ceiling=few_ceiling(world, requests / ((world.horizon - window[0]) / 3600)),
+        marketplace=world.params.marketplace,
     )
 
 
@@ -301,22 +318,33 @@ def oracle_bound(world: World, window: tuple[float, float], requests: int) -> fl
     return sum(sizes[:requests]) / total if total else 1.0
 
 
-def few_ceiling(world: World, requests_per_hour: float, per_page: int = 30) -> float:
+# A page of a shop's items: Rakuten's by update time, 30 of its latest changes; Yahoo's by
+# review count (it documents no sort by update time), 50 items' prices now.
+PAGE_SIZES = {"rakuten": 30, "yahoo": 50}
+
+
+def few_ceiling(world: World, requests_per_hour: float) -> float:
     """The largest share of the few's crossings (listings not popular) a plan that does not
     know in advance where prices cross could tell within the hour, even with every one of
     `requests_per_hour` on them. A crossing is told within the hour only by a request in that
     hour that shows it, and a request shows at most an hour of so many listings' changes:
     - a product's page, its offers' prices now: the last hour of each offer;
-    - a page of a shop's latest changes, `per_page` of them: about `per_page` / (catalogue ×
-      an item's updates an hour) hours of each watched listing, the same for every shop (its
-      catalogue grows with its watched listings);
+    - on Rakuten, a page of a shop's latest changes, 30 of them: about 30 / (catalogue × an
+      item's updates an hour) hours of each watched listing, the same for every shop (its
+      catalogue grows with its watched listings); on Yahoo! Shopping, a page of a store's
+      items in an order unrelated to change, 50 of them: the prices now of 50 / catalogue
+      watched listings;
     - an item, one listing's.
     The widest requests are counted first, and what they show is not taken from what the
     others show (a product's offers are in shops too), so the share is an upper bound; it
     leaves the popular listings unasked, which no plan can afford."""
     params = world.params
     edits = 0.0 if params.edit_hours is None else 1 / params.edit_hours
-    per_shop_page = per_page / (params.catalogue * (PRICE_MOVES_PER_HOUR + edits))
+    per_page = PAGE_SIZES[params.marketplace]
+    if params.marketplace == "rakuten":
+        per_shop_page = per_page / (params.catalogue * (PRICE_MOVES_PER_HOUR + edits))
+    else:
+        per_shop_page = per_page / params.catalogue
     few = sum(1 for item in world.items if not item.popular)
     few_offers = (
         sum(1 for n in offers if not world.items[n].popular) for offers in world.products.values()
@@ -332,4 +360,4 @@ def few_ceiling(world: World, requests_per_hour: float, per_page: int = 30) -> f
     return min(1.0, shown / few) if few else 1.0
 
 
-__all__ = ["APP_ID", "PLANS", "RATE", "T0", "Fixed", "Row", "run_scenario"]
+__all__ = ["APP_ID", "APP_IDS", "PLANS", "RATE", "T0", "Fixed", "Row", "run_scenario"]

@@ -51,11 +51,21 @@ class Params:
     watches: int = 0  # 0: 10 per watched listing
     hours: float = 3.0
     seed: int = 1
+    marketplace: str = "rakuten"  # or "yahoo": the listings' source and item codes
+
+    @property
+    def separator(self) -> str:
+        """Between a shop's code and its item's in an item code: Rakuten's `shop:item`,
+        Yahoo! Shopping's `store_item`."""
+        return SEPARATORS[self.marketplace]
 
     @property
     def watch_count(self) -> int:
         return self.watches or 10 * self.listings
 
+
+SEPARATORS = {"rakuten": ":", "yahoo": "_"}
+MARKETPLACE_NAMES = {"rakuten": "Rakuten Ichiba", "yahoo": "Yahoo! Shopping"}
 
 # Which line of `describe` says how update times move (what differs between worlds that
 # share their listings).
@@ -72,6 +82,7 @@ def describe(params: Params) -> list[str]:
         for name, (share, hours, move, _) in KINDS.items()
     )
     return [
+        f"{MARKETPLACE_NAMES[params.marketplace]}: "
         f"{params.listings:,} watched listings over {params.shops:,} shops, Zipf exponent "
         f"{params.zipf:g} (the shop of rank k holds a share ∝ 1/k^{params.zipf:g}); each "
         f"shop's catalogue {params.catalogue}× the listings watched in it, the rest unwatched "
@@ -170,7 +181,7 @@ def build_world(params: Params) -> World:
     for n, rank in enumerate(drawn):
         kind = rng.choices(kinds, shares)[0]
         base = round(math.exp(rng.uniform(math.log(200), math.log(5000))))
-        code = f"{shops[rank].code}:w{len(shops[rank].watched)}"
+        code = f"{shops[rank].code}{params.separator}w{len(shops[rank].watched)}"
         shops[rank].watched.append(n)
         items.append(_walk(rng, code, rank, base, kind, horizon))
     shops = [shop for shop in shops if shop.watched]  # a shop nobody watches is not read
@@ -377,7 +388,11 @@ def write_world(world: World, t0: dt.datetime) -> list[int]:
         _copy(device, {"token_hash": "varchar(64)"}, ((f"{i:064x}",) for i in range(devices)))
         device_ids = _ids(Device)
         template = Listing.objects.create(
-            source="rakuten", item_code="template", shipping=0, in_stock=True, created_at=t0
+            source=world.params.marketplace,
+            item_code="template",
+            shipping=0,
+            in_stock=True,
+            created_at=t0,
         )
         polled = Listing._meta.get_field("last_polled_at").db_type(connection)
         assert polled is not None  # a column's SQL type
@@ -396,7 +411,7 @@ def write_world(world: World, t0: dt.datetime) -> list[int]:
             (
                 (
                     item.code,
-                    f"テスト商品 {item.code.partition(':')[2]}",
+                    f"テスト商品 {item.code.partition(world.params.separator)[2]}",
                     item.base,
                     item.base,
                     item.low,

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Capacity: what one Rakuten application id (1 request/s) turns into fresh prices and timely
-detections, with today's plan (one item a request: POLL_SHAPES item) beside the new one
-(items, shops' feeds and products' offers: every shape), at 1,000 / 10,000 / 100,000 watched
-listings; then how the new plan fares when the world's shops and edits differ.
+"""Capacity: what one application id per marketplace (Rakuten Ichiba, 1 request/s; Yahoo!
+Shopping, 1 query/s) turns into fresh prices and timely detections, with today's plan (one item
+a request: POLL_SHAPES item) beside the new one (items, shops' pages and products' offers:
+every shape), at 1,000 / 10,000 / 100,000 watched listings; then how the new plan fares when
+the world's shops and edits differ. Each marketplace gets a world of its own, drawn alike
+(`--marketplaces`): its tables and targets are printed apart.
 
 The world (bench/_capacity_world.py, `Params`; the reasons are in docs/capacity.md):
 - watched listings drawn from 5,000 shops by a Zipf law (exponent 1: the shop of rank k holds
@@ -34,15 +36,18 @@ Real (the production code, on the bench's own SQLite database, or PostgreSQL wit
   with POLL_MAX_SECONDS and the default settings, POLL_SHAPES set per plan: the plan, its
   budget, its batches of items, shop pages (`feeds.poll_shops`, learning each shop's pace)
   and products' offers (`products.polling.poll_product_batch`);
-- the Rakuten adapter over real HTTP to a fake Ichiba on 127.0.0.1, through the real
-  `RateLimiter` of the one application id; the observation rule and its save; the feeds'
-  trust check (`FeedCheck`).
+- the Rakuten adapter over real HTTP to a fake Ichiba on 127.0.0.1 — or the Yahoo! Shopping
+  adapter to a fake Yahoo — through the real `RateLimiter` of the one application id; the
+  observation rule and its save; the feeds' trust check (`FeedCheck`). Yahoo! Shopping
+  documents no sort of a store's items by update time: its store pages come in review-count
+  order (the adapter's), so a page shows 50 items' prices now and proves nothing unchanged.
 
 Simulated:
 - time: one clock drives the limiter (a wait moves it instead of sleeping), Django's clock
-  (time-machine) and the fake Ichiba, which answers from the world as it stands at that
-  moment — an item's price; a shop's items most recently updated first (the real API's
-  `sort=-updateTimestamp`), paged; a JAN code's offers cheapest first — and counts requests
+  (time-machine) and the fake marketplace, which answers from the world as it stands at that
+  moment — an item's price; a shop's items most recently updated first (Rakuten's
+  `sort=-updateTimestamp`) or in a fixed order (Yahoo's by review count), paged; a JAN
+  code's offers cheapest first — and counts requests
   per application id per simulated second (a 2nd in one second is answered 429);
 - by default (`--judge sim`), the judging of listing watches: for a target-price watch with
   nothing delivered yet, `detect` fires exactly when an in-stock observation is at or below
@@ -61,6 +66,7 @@ the new plan's requests it detects the share printed as "bound".
         [--hours 3] [--warmup-hours 1] [--tail-hours 1] [--edit-hours 48|never]
         [--sensitivity-listings N]
         [--no-sensitivity] [--judge sim|real] [--db sqlite|postgresql] [--seed 1]
+        [--marketplaces rakuten,yahoo]
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ import dataclasses
 import math
 import os
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -77,8 +84,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _capacity_runs import APP_ID, PLANS, RATE, T0, Fixed, Row, run_scenario
-from _capacity_world import UPDATE_LINE, Params, World
+from _capacity_runs import APP_IDS, PLANS, RATE, T0, Fixed, Row, run_scenario
+from _capacity_world import MARKETPLACE_NAMES, UNWATCHED_PRICE, UPDATE_LINE, Params, World
 from _clock import SimClock
 
 # Targets at 100,000 watched listings, one id, the default world.
@@ -88,42 +95,68 @@ SENSITIVITY_SHOPS = (200, 5_000, 20_000)
 SENSITIVITY_EDITS: tuple[float | None, ...] = (6.0, 48.0, None)
 
 
+ADAPTERS = {
+    "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
+    "yahoo": "watches.marketplaces.yahoo.YahooMarketplace",
+}
+
+
+class Simulated:
+    """What both simulated fakes add to theirs: the world they answer from, and the requests
+    counted per application id and per shape in each simulated second."""
+
+    lock: threading.Lock  # the fake's (tests/fakes/server.py)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world: World | None = None
+        self.by_code: dict[str, int] = {}
+        self.shop_index: dict[str, int] = {}
+        self.by_second: Counter[tuple[str, int]] = Counter()
+        self.shapes: Counter[tuple[str, int]] = Counter()  # (shape, second)
+        self.too_many = 0
+
+    def use(self, world: World) -> None:
+        with self.lock:
+            self.world = world
+            self.by_code = {item.code: n for n, item in enumerate(world.items)}
+            self.shop_index = {shop.code: n for n, shop in enumerate(world.shops)}
+
+    def over(self, app_id: str, shape: str, clock: SimClock, rate: float) -> bool:
+        """Count a request of `app_id` of `shape` now; True when it is one more than `rate`
+        in its simulated second (the marketplace answers it 429)."""
+        key = (app_id, math.floor(clock.now))
+        with self.lock:
+            self.by_second[key] += 1
+            over = self.by_second[key] > rate
+            self.too_many += over
+            self.shapes[(shape, key[1])] += 1
+        return over
+
+
+def fake_marketplace(marketplace: str, clock: SimClock, rate: float):
+    """The fake of `marketplace` answering from a world as it stands now."""
+    return (fake_ichiba if marketplace == "rakuten" else fake_yahoo)(clock, rate)
+
+
 def fake_ichiba(clock: SimClock, rate: float):
     """The fake Ichiba (tests/fakes/ichiba.py: its checks of path, key and parameters, its
     answers' shape) answering from `world` (set before each world's scenarios) as it stands
     now, enforcing `rate` requests per application id per simulated second."""
     from tests.fakes.ichiba import FakeIchiba, _json, _page, ichiba_item
 
-    class SimIchiba(FakeIchiba):
+    class SimIchiba(Simulated, FakeIchiba):
         def __init__(self) -> None:
             super().__init__()
-            self.accept(APP_ID)
-            self.world: World | None = None
-            self.by_code: dict[str, int] = {}
-            self.shop_index: dict[str, int] = {}
-            self.by_second: Counter[tuple[str, int]] = Counter()
-            self.shapes: Counter[tuple[str, int]] = Counter()  # (shape, second)
-            self.too_many = 0
-
-        def use(self, world: World) -> None:
-            with self.lock:
-                self.world = world
-                self.by_code = {item.code: n for n, item in enumerate(world.items)}
-                self.shop_index = {shop.code: n for n, shop in enumerate(world.shops)}
+            self.accept(APP_IDS["rakuten"])
 
         def answer(self, request):
             refused = self._refused(request)
             if refused is not None:
                 return refused
             query = request.query
-            key = (query.get("applicationId", ""), math.floor(clock.now))
-            with self.lock:
-                self.by_second[key] += 1
-                over = self.by_second[key] > rate
-                self.too_many += over
-                shape = next(n for n in ("itemCode", "shopCode", "keyword") if query.get(n))
-                self.shapes[(shape, key[1])] += 1
-            if over:
+            shape = next(n for n in ("itemCode", "shopCode", "keyword") if query.get(n))
+            if self.over(query.get("applicationId", ""), SHAPE_OF[shape], clock, rate):
                 return super().answer(dataclasses.replace(request, fault="rate_limited"))
             hits, page = int(query.get("hits", 30)), int(query.get("page", 1))
             items, total = self._found(query, hits, page, clock.now - T0.timestamp())
@@ -150,14 +183,102 @@ def fake_ichiba(clock: SimClock, rate: float):
                         item = world.items[shop.watched[i]]
                         out.append((item.code, item.price_at(seconds)))
                     else:
-                        out.append((f"{shop.code}:u{i}", 1_000))
+                        out.append((f"{shop.code}:u{i}", UNWATCHED_PRICE))
                 return out, shop.size
-            offers = world.products.get(query.get("keyword", ""), [])
-            found = sorted((world.items[n].price_at(seconds), world.items[n].code) for n in offers)
-            chosen = found[(page - 1) * hits : page * hits]
-            return [(code, price) for price, code in chosen], len(found)
+            return _offers(world, query.get("keyword", ""), (page - 1) * hits, hits, seconds)
 
     return SimIchiba().start()
+
+
+# The fakes' request parameters → the shape of request they ask.
+SHAPE_OF = {"itemCode": "item", "shopCode": "shop", "keyword": "product"}
+
+
+def fake_yahoo(clock: SimClock, rate: float):
+    """The fake Yahoo! Shopping (tests/fakes/yahoo.py: its checks of the appid, `results`,
+    `start` and `sort`, its hits' shape) answering from `world` as it stands now, enforcing
+    `rate` queries per appid per simulated second: an item within its store
+    (`seller_id` + `query`), a store's items by review count (`seller_id`: an order unrelated
+    to change, the same for every read), a JAN code's offers in stock, cheapest first."""
+    import random
+
+    from tests.fakes.yahoo import FakeYahoo, _json, yahoo_hit, yahoo_page
+
+    class SimYahoo(Simulated, FakeYahoo):
+        def __init__(self) -> None:
+            super().__init__()
+            self.app_ids = {APP_IDS["yahoo"]}
+            self.orders: dict[int, list[int]] = {}  # a store's catalogue by review count
+
+        def use(self, world: World) -> None:
+            super().use(world)
+            with self.lock:
+                self.orders.clear()
+
+        def answer(self, request):
+            refused = self._refused(request)
+            if refused is not None:
+                return refused
+            query = request.query
+            seller, words, jan = (query.get(n, "") for n in ("seller_id", "query", "jan_code"))
+            shape = "product" if jan else "item" if seller and words else "shop"
+            if self.over(query.get("appid", ""), shape, clock, rate):
+                return super().answer(dataclasses.replace(request, fault="rate_limited"))
+            start, results = int(query.get("start", "1")), int(query.get("results", "20"))
+            seconds = clock.now - T0.timestamp()
+            world = self.world
+            assert world is not None  # set before any scenario asks
+            if shape == "product":
+                found, total = _offers(world, jan, start - 1, results, seconds)
+            elif shape == "item":
+                n = self.by_code.get(f"{seller}_{words}")
+                found = [] if n is None or start > 1 else [self._priced(world, n, seconds)]
+                total = 0 if n is None else 1
+            else:
+                found, total = self._store_page(world, seller, start - 1, results, seconds)
+            hits = [
+                yahoo_hit(code, price=price, jan=self._jan(world, code)) for code, price in found
+            ]
+            return _json(200, yahoo_page(hits, total, start, words))
+
+        def _priced(self, world: World, n: int, seconds: float) -> tuple[str, int]:
+            return world.items[n].code, world.items[n].price_at(seconds)
+
+        def _jan(self, world: World, code: str) -> str:
+            n = self.by_code.get(code)
+            return "" if n is None else world.items[n].jan
+
+        def _store_page(
+            self, world: World, seller: str, skip: int, results: int, seconds: float
+        ) -> tuple[list[tuple[str, int]], int]:
+            index = self.shop_index.get(seller)
+            if index is None:
+                return [], 0
+            shop = world.shops[index]
+            with self.lock:
+                order = self.orders.get(index)
+                if order is None:
+                    order = random.Random(index).sample(range(shop.size), shop.size)
+                    self.orders[index] = order
+            out = []
+            for i in order[skip : skip + results]:
+                if i < len(shop.watched):
+                    out.append(self._priced(world, shop.watched[i], seconds))
+                else:
+                    out.append((f"{shop.code}_u{i}", UNWATCHED_PRICE))
+            return out, shop.size
+
+    return SimYahoo().start()
+
+
+def _offers(
+    world: World, jan: str, skip: int, count: int, seconds: float
+) -> tuple[list[tuple[str, int]], int]:
+    """A JAN code's offers (all in stock), cheapest first: `count` of them after `skip`, and
+    how many there are."""
+    offers = world.products.get(jan, [])
+    found = sorted((world.items[n].price_at(seconds), world.items[n].code) for n in offers)
+    return [(code, price) for price, code in found[skip : skip + count]], len(found)
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -166,8 +287,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
     os.environ.setdefault("DEMO_TICK", "0")
     from tests.fakes.ichiba import key_for
 
-    os.environ["RAKUTEN_APP_ID"] = APP_ID
-    os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_ID)
+    # Start-up (settings) with both marketplaces configured; each world then keeps only its own.
+    os.environ["RAKUTEN_APP_ID"] = APP_IDS["rakuten"]
+    os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_IDS["rakuten"])
+    os.environ["YAHOO_APP_ID"] = APP_IDS["yahoo"]
     from _setup import django_on_temp_postgres, django_on_temp_sqlite, postgres_available
 
     if args.db == "postgresql":
@@ -176,13 +299,22 @@ def main(argv: list[str] | None = None) -> list[Row]:
         django_on_temp_postgres("capacity")
     else:
         django_on_temp_sqlite("capacity")
-    base = Params(shops=args.shops, hours=args.hours, seed=args.seed, edit_hours=args.edit_hours)
-    worlds = [(dataclasses.replace(base, listings=n), base.edit_hours) for n in args.sizes]
-    if args.sensitivity:
-        at = dataclasses.replace(base, listings=args.sensitivity_listings)
-        worlds += [(dataclasses.replace(at, shops=n), at.edit_hours) for n in SENSITIVITY_SHOPS]
-        worlds += [(dataclasses.replace(at, edit_hours=e), e) for e in SENSITIVITY_EDITS]
-    return simulate(worlds, args.judge, args.warmup_hours, len(args.sizes), args.tail_hours)
+    rows: list[Row] = []
+    for marketplace in args.marketplaces:
+        base = Params(
+            shops=args.shops,
+            hours=args.hours,
+            seed=args.seed,
+            edit_hours=args.edit_hours,
+            marketplace=marketplace,
+        )
+        worlds = [(dataclasses.replace(base, listings=n), base.edit_hours) for n in args.sizes]
+        if args.sensitivity:
+            at = dataclasses.replace(base, listings=args.sensitivity_listings)
+            worlds += [(dataclasses.replace(at, shops=n), at.edit_hours) for n in SENSITIVITY_SHOPS]
+            worlds += [(dataclasses.replace(at, edit_hours=e), e) for e in SENSITIVITY_EDITS]
+        rows += simulate(worlds, args.judge, args.warmup_hours, len(args.sizes), args.tail_hours)
+    return rows
 
 
 def _edit_hours(value: str) -> float | None:
@@ -204,8 +336,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--judge", choices=("sim", "real"), default="sim")
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--marketplaces", default="rakuten,yahoo", help="one world of each, one id each"
+    )
     args = parser.parse_args(argv)
     args.sizes = [int(n) for n in args.sizes.split(",")]
+    args.marketplaces = args.marketplaces.split(",")
+    if not set(args.marketplaces) <= set(ADAPTERS):
+        parser.error(f"--marketplaces: one or more of {', '.join(ADAPTERS)}")
     args.sensitivity_listings = args.sensitivity_listings or max(args.sizes)
     if args.warmup_hours + args.tail_hours >= args.hours:
         parser.error("--hours must be longer than --warmup-hours and --tail-hours together")
@@ -236,15 +374,16 @@ def simulate(
         set_updates,
         write_world,
     )
-    from django.conf import settings
     from django.test import override_settings
 
     from tests.fakes.ichiba import key_for
     from watches.marketplaces.ratelimit import forget_limiter
 
     started = time.monotonic()
+    marketplace = worlds[0][0].marketplace
+    app_id = APP_IDS[marketplace]
     clock = SimClock(T0)
-    fake = fake_ichiba(clock, RATE)
+    fake = fake_marketplace(marketplace, clock, RATE)
     rows: list[Row] = []
     done: dict[str, Row] = {}
     written: Params | None = None
@@ -254,15 +393,16 @@ def simulate(
     warmup, tail = warmup_hours * 3600, tail_hours * 3600
     try:
         with override_settings(
-            RAKUTEN_APP_ID=APP_ID,
-            RAKUTEN_APP_IDS=[APP_ID],
-            RAKUTEN_ACCESS_KEYS={APP_ID: key_for(APP_ID)},
+            RAKUTEN_APP_ID=APP_IDS["rakuten"],
+            RAKUTEN_APP_IDS=[APP_IDS["rakuten"]],
+            RAKUTEN_ACCESS_KEYS={APP_IDS["rakuten"]: key_for(APP_IDS["rakuten"])},
             RAKUTEN_RATE_PER_SECOND=RATE,
-            RAKUTEN_API_URL=fake.url,
-            MARKETPLACE_ADAPTERS={
-                **settings.MARKETPLACE_ADAPTERS,
-                "rakuten": "watches.marketplaces.rakuten.RakutenMarketplace",
-            },
+            YAHOO_APP_ID=APP_IDS["yahoo"],
+            YAHOO_RATE_PER_SECOND=RATE,
+            **{f"{marketplace.upper()}_API_URL": fake.url},
+            # The world's marketplace only: product polling asks every marketplace configured
+            # for a JAN code's offers, and the other has no fake here.
+            MARKETPLACE_ADAPTERS={marketplace: ADAPTERS[marketplace]},
         ):
             for params, edit_hours in worlds:
                 name = label(params, edit_hours)
@@ -305,7 +445,7 @@ def simulate(
     finally:
         fake.stop()
         clock.stop()
-        forget_limiter(f"rakuten:{APP_ID}", RATE)
+        forget_limiter(f"{marketplace}:{app_id}", RATE)
     names = [label(p, e) for p, e in worlds]
     window = (warmup_hours, worlds[0][0].hours - tail_hours, worlds[0][0].hours)
     print_table(rows, names[:sizes], list(dict.fromkeys(names[sizes:])), window)
@@ -330,7 +470,7 @@ def _row_line(row: Row, *, world: bool) -> str:
 
 
 def _shapes(row: Row) -> str:
-    return " / ".join(f"{row.by_shape.get(n, 0):,}" for n in ("itemCode", "shopCode", "keyword"))
+    return " / ".join(f"{row.by_shape.get(n, 0):,}" for n in ("item", "shop", "product"))
 
 
 HEADER = (
@@ -346,8 +486,9 @@ def print_table(
     then the targets. `window`: hours after T0 when counting starts, when the crossings
     counted end, when the runs end."""
     start, last, end = window
+    market = MARKETPLACE_NAMES[rows[0].marketplace] if rows else ""
     print(
-        f"\none Rakuten application id at {RATE:g} request/s; {end:g} simulated hours: requests, "
+        f"\n{market}, one application id at {RATE:g} request/s; {end:g} simulated hours: requests, "
         f"prices and coverage counted from {start:g} h on (the first hours let the plan "
         f"learn the feeds), crossings from {start:g} h to {last:g} h (later ones have less "
         f"time to be detected). 'checked': polled within the window "
@@ -371,7 +512,7 @@ def print_table(
             for row in by_world.get(name, []):
                 print(_row_line(row, world=True))
     print(
-        f"\nfake Ichiba: at most {max(r.busiest_second for r in rows)} request(s) of the id "
+        f"\nfake {market}: at most {max(r.busiest_second for r in rows)} request(s) of the id "
         f"in any simulated second, {sum(r.too_many for r in rows)} answered 429"
     )
     judge_targets(by_world, sizes, rest)
@@ -384,7 +525,8 @@ def judge_targets(by_world: dict[str, list[Row]], sizes: list[str], rest: list[s
     largest = {row.plan: row for row in by_world[sizes[-1]]}
     new, today = largest["new"], largest["today"]
     share = new.detected / max(1, new.crossed)
-    print(f"\ntargets at {new.watched:,} watched listings, one id:")
+    market = MARKETPLACE_NAMES[new.marketplace]
+    print(f"\n{market}, targets at {new.watched:,} watched listings, one id:")
     met = share >= TARGET_DETECTED or (
         new.bound < TARGET_DETECTED and share >= BOUND_SHARE * new.bound
     )

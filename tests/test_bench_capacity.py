@@ -63,8 +63,8 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
         assert row.too_many == 0
         assert row.crossed > 0
     today, new = simulated[0], simulated[1]
-    assert set(today.by_shape) == {"itemCode"}, "today's plan asks one item a request"
-    assert new.by_shape.get("shopCode") and new.by_shape.get("keyword")
+    assert set(today.by_shape) == {"item"}, "today's plan asks one item a request"
+    assert new.by_shape.get("shop") and new.by_shape.get("product")
     assert new.observed > new.requests, "a page or a product's offers answers several"
     assert sum(row.detected for row in simulated) > 0
     # The simulated judging is what polling enqueues, watch by watch, to the second.
@@ -81,6 +81,43 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
     assert "on other edits every 48 h on average" in printed
     assert "on other edits never" in printed
     assert "a sale (8–30 % off, 30 min to 3 h) starts on 12% of items every 6 h" in printed
+
+
+def test_the_capacity_bench_runs_a_yahoo_world_through_the_yahoo_adapter(bench_capacity, capsys):
+    """The same world on Yahoo! Shopping: one appid at 1 query/s against the fake Yahoo, store
+    items asked within their store, products' offers by JAN code; its judging agrees with
+    polling there too."""
+    from _capacity_world import Params
+
+    world = Params(listings=200, shops=30, watches=2_000, hours=2.5, marketplace="yahoo")
+
+    def run(judge: str) -> list:
+        with transaction.atomic():
+            rows = bench_capacity.simulate(
+                [(world, 48.0)], judge, warmup_hours=1, sizes=1, tail_hours=0.5
+            )
+            transaction.set_rollback(True)
+        return rows
+
+    simulated = run("sim")
+    printed = capsys.readouterr().out
+    real = run("real")
+
+    today, new = simulated
+    assert (today.marketplace, new.marketplace) == ("yahoo", "yahoo")
+    assert today.requests == 24 * 6 and set(today.by_shape) == {"item"}
+    assert 0 < new.requests <= 24 * 6 and new.by_shape.get("product")
+    assert new.observed > new.requests, "a product's offers answer several"
+    for row in simulated:
+        assert row.busiest_second == 1
+        assert row.too_many == 0
+        assert row.crossed > 0
+    assert sum(row.detected for row in simulated) > 0
+    for sim_row, real_row in zip(simulated, real, strict=True):
+        assert sim_row.detections == real_row.detections
+    assert "Yahoo! Shopping: 200 watched listings over 30 shops" in printed
+    assert "Yahoo! Shopping, targets at 200 watched listings" in printed
+    assert "fake Yahoo! Shopping: at most 1 request(s) of the id" in printed
 
 
 def test_the_few_ceiling_counts_products_wider_than_a_shop_page_first_and_caps_at_all(

@@ -184,16 +184,7 @@ class FakeYahoo(FakeAPI):
             hits = [{k: v for k, v in hit.items() if k != "price"} for hit in hits]
         if behaviour == "wrong_types":
             hits = [{**hit, "price": str(hit["price"])} for hit in hits]
-        for index, hit in enumerate(hits, start=start):
-            hit["index"] = index
-        page = {
-            "totalResultsAvailable": total,
-            "totalResultsReturned": len(hits),
-            "firstResultsPosition": start if hits else 0,
-            "request": {"query": words},
-            "hits": hits,
-        }
-        return _json(200, page)
+        return _json(200, yahoo_page(hits, total, start, words))
 
     def _refused(self, request: Received) -> Answer:
         """The real service's refusals; None when the request may be answered."""
@@ -240,6 +231,19 @@ class FakeYahoo(FakeAPI):
     def _text(self, code: str) -> str:
         item = self.items[code]
         return f"{item.get('name', '')} {item.get('code', '')}"
+
+
+def yahoo_page(hits: list[dict], total: int, start: int, words: str) -> dict:
+    """An answer's JSON: `hits` (numbered from `start`) of `total` found for `words`."""
+    for index, hit in enumerate(hits, start=start):
+        hit["index"] = index
+    return {
+        "totalResultsAvailable": total,
+        "totalResultsReturned": len(hits),
+        "firstResultsPosition": start if hits else 0,
+        "request": {"query": words},
+        "hits": hits,
+    }
 
 
 def _json(status: int, data: dict) -> tuple[int, dict[str, str], bytes]:
