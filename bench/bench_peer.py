@@ -6,10 +6,16 @@ Three sides, each sending the same 10,000 mails (one to each of 10,000 addresses
 watcher has one notification due, so no digest forms and every notification is one mail):
 
 - ours: one dispatcher cycle (`outbox.dispatch.run_cycle`) over 10,000 due e-mail rows —
-  claims with a fence, guards, a re-fetch of every listing from the demo marketplace (each
-  listing as the poll that detected its rows left it two minutes before: too old to reuse, so
-  every round asks) kept by the observation rule, the re-check, the message in the device's
-  language, the lease's intent; then the e-mail channel renders the two notification
+  claims with a fence, guards, a re-fetch of every watched listing on the path production
+  takes: the Rakuten adapter over HTTP to a fake Ichiba on 127.0.0.1 (bench/_ichiba.py: it
+  checks the path, the key and the parameters, and answers 429 to a request of the id beyond
+  its allowance in one wall-clock second), through the id's rate limiter (the process's own,
+  as without Redis). The listings are offers of products, 20 shops each: a batch's rows on
+  offers of one product are answered by one page of the product's offers
+  (`watches.products.refetch`). Each listing is as the poll that detected its rows left it
+  two minutes before — too old to reuse, so every run asks again — and the answers are kept by
+  the observation rule (nothing changed: no price point). Then the re-check, the message in
+  the device's language, the lease's intent; the e-mail channel renders the two notification
   templates, signs the unsubscribe link and builds the mail; the backend turns it into MIME;
   then the outcomes, events and the watches' baselines are recorded;
 - post-office, templated: 10,000 queued mails with a template (the source of our two
@@ -22,37 +28,55 @@ watcher has one notification due, so no digest forms and every notification is o
 
 The post-office mails are made from the mails our first (unmeasured) cycle built: the same
 recipients, subject, text and HTML parts, and headers (Message-ID, List-Unsubscribe…). After
-every run the bench checks that each side delivered those very mails.
+every run the bench checks that each side delivered those very mails, and after each of ours
+that every listing was asked again.
+
+The allowance (WORLDS). 100 listings are re-checked at Rakuten's own 1 request/s: a batch
+holds at most 15 re-checks (`recheck_capacity`: half of what the id answers within
+OUTBOX_REFETCH_MAX_AGE), a product's offers counting as one, so a run is 20 batches and 5
+requests (a page of offers a product), and 4 s of a run's 13-15 is the wait for the
+allowance. The 6,667 listings are offers of 334 products: at 1 request/s a run would wait
+some 334 s for their pages, so they are re-checked at 34 requests/s, the fake's allowance
+raised with the id's. The code path is the same, the allowance larger. The comparison is CPU for the
+same mails; the wall figures are printed too, with the limiter's wait (what its `acquire`
+waited, summed) and our rate without it. The fake runs in a process of its own (a
+marketplace's work is not our CPU); the bench prints the requests of each run, the most
+requests of the id in one wall-clock second and how many the fake refused (429) — which must
+be none.
 
 All three share one database the bench makes: a SQLite file (WAL, as the project configures
 it) in var/, and a PostgreSQL database `yasugoro_bench_peer_*` it creates on $BENCH_PG_URL and
 drops at exit (skipped with a message when no server answers). One child process per database
-and listing count: 100 listings (100 watches a listing: the re-fetch is a small share of a
-mail) and 6,667 (1–2 watches a listing: nearly every mail asks for its own). Within a child each
-round runs the three sides in turn over the same rows, reset between runs, starting one side
-later each round; printed are medians and the median of the per-round ratios, wall and CPU
-(this process, all threads). On SQLite that includes the database's work; on PostgreSQL the
-server's processes do it outside the figure — ours writes more (claims, events, baselines),
+and world: 100 listings (100 watches a listing: the re-fetch is a small share of a mail) and
+6,667 (1–2 watches a listing). Within a child each measurement round runs the
+three sides in turn over the same rows, reset between runs, starting one side later each
+time; printed are medians and the median of the per-round ratios, wall and CPU (this process,
+all threads). On SQLite that includes the database's work; on PostgreSQL the server's
+processes do it outside the figure — ours writes more (claims, events, baselines),
 post-office opens a new connection for every batch of 100.
 
 post-office is a bench-only requirement (bench/requirements-bench.txt): when it is missing,
-the bench installs it into var/bench-packages (the project's venv stays as it is), or says why
-it cannot and skips.
+the bench installs it into var/bench-packages/site-packages (the project's venv stays as it
+is), or says why it cannot and skips.
 
-    .venv/bin/python bench/bench_peer.py [ROWS] [ROUNDS] [LISTINGS,LISTINGS,…]   # 10000 3 100,6667
-    .venv/bin/python bench/bench_peer.py --profile [ROWS]                          # 2000
+    .venv/bin/python bench/bench_peer.py [ROWS] [ROUNDS] [LISTINGS[@RATE],…]  # 10000 3 100,6667
+    .venv/bin/python bench/bench_peer.py --profile [ROWS]                     # 2000
+
+A world given without a rate takes its rate in WORLDS, else Rakuten's 1 request/s.
 
 `--profile` runs ours and post-office's templated mail once each under cProfile (CPU time),
-on SQLite with 100 listings, and prints where each spends it. Our deliveries then run in the
-cycle's own thread (OUTBOX_DELIVERY_WORKERS=1) so the profile sees them; post-office's run in
-its pool's threads, which cProfile does not follow: its profile shows the rest (reading the
-queue, compiling and rendering the templates, the bookkeeping).
+on SQLite with 100 listings at 1 request/s, and prints where each spends it. Our deliveries
+then run in the cycle's own thread (OUTBOX_DELIVERY_WORKERS=1) so the profile sees them;
+post-office's run in its pool's threads, which cProfile does not follow: its profile shows the
+rest (reading the queue, compiling and rendering the templates, the bookkeeping).
 """
 
 from __future__ import annotations
 
+import atexit
 import cProfile
 import datetime as dt
+import json
 import os
 import pstats
 import statistics
@@ -63,11 +87,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ROOT / "var" / "bench-packages"
+# Named site-packages: mypy's walk of the checkout (`make lint`) passes over a folder of that
+# name, as it does a venv's, and post-office's own sources are not the project's to check.
+PACKAGES = ROOT / "var" / "bench-packages" / "site-packages"
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements-bench.txt"
 ROWS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 10_000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 3
-LISTINGS = (100, 6_667)
+# The worlds: (listings, the Rakuten id's allowance in requests a second). 100 listings at
+# Rakuten's own 1 request/s: 5 products, 5 pages a run. 6,667 at 34: their 334 products' pages
+# would make a run wait some 334 s at 1 request/s, and the bench would measure the wait. The
+# code path is the same, the allowance larger.
+WORLDS = ((100, 1), (6_667, 34))
 # 90 days of history, two points a day: what the re-fetch's observation rule reads and keeps.
 HISTORY_DAYS, POINTS_PER_DAY = 90, 2
 SIDES = ("ours", "templated", "plain")
@@ -84,7 +114,7 @@ SUBJECT_TEMPLATE = "{{ message.title }} — {{ message.body }}"
 
 
 def post_office_ready() -> bool:
-    """Whether post-office imports from var/bench-packages, installing it there first."""
+    """Whether post-office imports from PACKAGES, installing it there first."""
     # Found, not imported: post-office reads Django's settings as it is imported.
     check = [sys.executable, "-c", "import importlib.util as u; assert u.find_spec('post_office')"]
     env = {**os.environ, "PYTHONPATH": str(PACKAGES)}
@@ -117,9 +147,14 @@ def main(profiling: bool = False) -> None:
     if not post_office_ready():
         print(f"SKIPPED: django-post-office could not be installed from {REQUIREMENTS.name}")
         return
-    listing_counts: tuple[int, ...] = LISTINGS
+    worlds: tuple[tuple[int, int], ...] = WORLDS
     if len(sys.argv) > 3:
-        listing_counts = tuple(int(n) for n in sys.argv[3].split(","))
+        # LISTINGS or LISTINGS@RATE; a count without a rate takes its world's, else 1/s.
+        rates = dict(WORLDS)
+        worlds = tuple(
+            (int(count), int(rate) if rate else rates.get(int(count), 1))
+            for count, _, rate in (world.partition("@") for world in sys.argv[3].split(","))
+        )
     vendors = ["sqlite"] + (["postgresql"] if postgres_available() else [])
     if len(vendors) == 1:
         print("PostgreSQL is not reachable: measuring SQLite only")
@@ -136,11 +171,13 @@ def main(profiling: bool = False) -> None:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGES), os.environ.get("PYTHONPATH")])),
         "DJANGO_SETTINGS_MODULE": "bench.peer_settings",
-        # Production settings (DEBUG would keep a log of every query), the demo marketplace
-        # in-process, no demo tick.
+        # Production settings (DEBUG would keep a log of every query); each child points
+        # Rakuten at its fake Ichiba (`Ichiba`), the demo marketplace off.
         "DEBUG": "0",
-        "DEMO_MARKET": "1",
         "DEMO_TICK": "0",
+        # One dispatcher process: its own limiter is the id's whole budget (with Redis it
+        # would be the fleet's, and the caches would move there too).
+        "REDIS_URL": "",
         "LOG_LEVEL": "WARNING",
         "VAPID_SUBJECT": "mailto:bench@example.invalid",
         "OUTBOX_CYCLE_SECONDS": "3600",
@@ -150,28 +187,123 @@ def main(profiling: bool = False) -> None:
         env["OUTBOX_DELIVERY_WORKERS"] = "1"
         subprocess.run([sys.executable, __file__, "--profile-child", str(rows)], env=env)
         return
+    from _ichiba import OFFERS_PER_PRODUCT
+
     print(
         f"{ROWS:,} mails a side, {ROUNDS} rounds (the sides in turn), medians; "
-        f"{HISTORY_DAYS} days × {POINTS_PER_DAY} price points a listing",
+        f"{HISTORY_DAYS} days × {POINTS_PER_DAY} price points a listing; ours re-checks at "
+        f"Rakuten over HTTP (a fake Ichiba in its own process), {OFFERS_PER_PRODUCT} "
+        f"listings a product; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
         flush=True,
     )
     for vendor in vendors:
-        for listings in listing_counts:
-            args = ["--child", vendor, str(listings), str(ROWS), str(ROUNDS)]
+        for listings, rate in worlds:
+            args = ["--child", vendor, str(listings), str(rate), str(ROWS), str(ROUNDS)]
             subprocess.run([sys.executable, __file__, *args], env=env, check=False)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
-# --- one child: one database, one listing count (Django) ---------------------------------
+# --- the fake Ichiba, in a process of its own (no Django) --------------------------------
 
 
-def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
+class Ichiba:
+    """A fake Ichiba (bench/_ichiba.py) in a process of its own, stocked with `count` offers:
+    its server's work stays out of the measured process's CPU, as a marketplace's does in
+    production. `env` is the environment that points Rakuten at it (`rakuten_env`); `counts`
+    asks it what it was asked so far."""
+
+    def __init__(self, count: int, rate: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--ichiba", str(count), str(rate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.env: dict[str, str] = self._answer()
+
+    def counts(self) -> dict[str, int]:
+        """`requests` (all it was asked), `too_many` (how many it refused, 429) and `most` (the
+        most requests of the id in one wall-clock second)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("counts\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # its end of input: it exits
+        self.process.wait(timeout=30)
+
+    def _answer(self) -> dict:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the fake Ichiba's process ended")
+        return json.loads(line)
+
+
+def serve_ichiba(count: int, rate: int) -> None:
+    """The fake Ichiba's process: it writes the environment that points Rakuten at it, then
+    what it counted for every line it reads, until its input ends."""
+    from _ichiba import APP_ID, rakuten_env, start_ichiba, stock
+
+    fake = start_ichiba(rate)
+    stock(fake, count)
+    print(json.dumps(rakuten_env(fake, rate)), flush=True)
+    for _ in sys.stdin:
+        with fake.lock:
+            asked, refused = len(fake.requests), fake.too_many
+        most = fake.max_per_second().get(APP_ID, 0)
+        print(json.dumps({"requests": asked, "too_many": refused, "most": most}), flush=True)
+    # The server's thread is a daemon: it ends with the process.
+
+
+# --- one child: one database, one world (Django) -----------------------------------------
+
+
+def on_ichiba(vendor: str, listings: int, rate: int) -> tuple[Ichiba, list[float]]:
+    """A fake Ichiba holding `listings` offers, and Django on a fresh database of `vendor` with
+    Rakuten pointed at it. Returns the fake and what Rakuten's limiter made each request wait
+    (`limiter_waits`)."""
     from _setup import django_on_temp_postgres, django_on_temp_sqlite
 
+    ichiba = Ichiba(listings, rate)
+    atexit.register(ichiba.process.kill)  # after a failure too; a no-op once it has exited
+    os.environ.update(ichiba.env)
     if vendor == "sqlite":
         django_on_temp_sqlite("peer", under=ROOT / "var")
     else:
         django_on_temp_postgres(f"peer_{listings}")
+    return ichiba, limiter_waits()
+
+
+def limiter_waits() -> list[float]:
+    """The limiter of Rakuten's id as `limiter_for` makes it in a process without Redis (a
+    `RateLimiter` at RAKUTEN_RATE_PER_SECOND), put where the adapter's budget finds it; it also
+    notes how long each request waited for its slot, in the list returned — what of our wall
+    time is the allowance's."""
+    from django.conf import settings
+
+    from watches.marketplaces.ratelimit import RateLimiter, install_limiter
+
+    waits: list[float] = []
+
+    class Noting(RateLimiter):
+        def acquire(self, max_wait: float | None = None) -> float | None:
+            waited = super().acquire(max_wait)
+            if waited is not None:
+                waits.append(waited)
+            return waited
+
+    rate = settings.RAKUTEN_RATE_PER_SECOND
+    install_limiter(f"rakuten:{settings.RAKUTEN_APP_ID}", rate, Noting(rate))
+    return waits
+
+
+def child(vendor: str, listings: int, rate: int, rows: int, rounds: int) -> None:
+    from _ichiba import OFFERS_PER_PRODUCT
+
+    ichiba, waits = on_ichiba(vendor, listings, rate)
     folder = Path(os.environ["YASUGORO_VAR_DIR"])
     built, mails = build(listings, rows)
     # As a django-q2 worker does at spawn (outbox.apps): what is loaded stays out of the
@@ -180,8 +312,20 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
     from outbox.apps import WORKER_REGISTRIES
 
     freeze_loaded(["outbox.tasks", "post_office.mail"], WORKER_REGISTRIES)
+    asked: list[int] = []  # requests the fake Ichiba got in each of our runs
+    waited: list[float] = []  # seconds each of our runs waited for the allowance
+    batches: list[int] = []  # batches each of our runs claimed
+
+    def ours_noted() -> tuple[float, float]:
+        requests_before, slots_before = ichiba.counts()["requests"], len(waits)
+        times = ours(rows, built, mails)
+        asked.append(ichiba.counts()["requests"] - requests_before)
+        waited.append(sum(waits[slots_before:]))
+        batches.append(claimed_batches())
+        return times
+
     runs: dict[str, Callable[[], tuple[float, float]]] = {
-        "ours": lambda: ours(rows, built, mails),
+        "ours": ours_noted,
         "templated": lambda: peer(folder, True, mails),
         "plain": lambda: peer(folder, False, mails),
     }
@@ -194,6 +338,9 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
             seconds, cpu_seconds = runs[side]()
             wall[side].append(seconds)
             cpu[side].append(cpu_seconds)
+    # Our wall time without the limiter's wait: what it would be with an allowance that never
+    # made a request wait (the requests themselves stay in).
+    unwaited = {**wall, "ours": [w - x for w, x in zip(wall["ours"], waited, strict=True)]}
 
     def ratio(times: dict[str, list[float]], peer_side: str) -> str:
         # ours ÷ peer in mails per second: the peer's time over ours, per round.
@@ -201,16 +348,54 @@ def child(vendor: str, listings: int, rows: int, rounds: int) -> None:
         rounds_text = ", ".join(f"{r:.2f}" for r in per_round)
         return f"{statistics.median(per_round):.2f}×  (per round: {rounds_text})"
 
-    lines = [f"\n{vendor}, {listings:,} listings ({rows / listings:.1f} watches a listing):"]
+    lines = [
+        f"\n{vendor}, {listings:,} listings ({rows / listings:.1f} watches a listing), "
+        f"Rakuten's id at {rate} request/s:"
+    ]
     for side in SIDES:
-        rate = rows / statistics.median(wall[side])
+        mails_per_second = rows / statistics.median(wall[side])
         cpu_ms = 1000 * statistics.median(cpu[side]) / rows
-        lines.append(f"  {LABELS[side]:<31} {rate:>7,.0f} mails/s  {cpu_ms:5.2f} CPU ms a mail")
+        lines.append(
+            f"  {LABELS[side]:<31} {mails_per_second:>7,.0f} mails/s  {cpu_ms:5.2f} CPU ms a mail"
+        )
     for peer_side in ("templated", "plain"):
-        for name, times in (("wall", wall), ("CPU", cpu)):
+        for name, times in (("wall", wall), ("CPU", cpu), ("wall less the wait", unwaited)):
             label = f"ours ÷ post-office {peer_side}, {name}:"
-            lines.append(f"  {label:<39} {ratio(times, peer_side)}")
+            lines.append(f"  {label:<54} {ratio(times, peer_side)}")
+    counts = ichiba.counts()
+    ichiba.close()
+    products = -(-listings // OFFERS_PER_PRODUCT)
+    lines += [
+        f"  ours' wall {statistics.median(wall['ours']):.1f} s a run, of it "
+        f"{statistics.median(waited):.1f} s the limiter's wait for the allowance; "
+        f"without it {rows / statistics.median(unwaited['ours']):,.0f} mails/s",
+        f"  ours' batches a run: {', '.join(map(str, batches))} (a batch holds at most "
+        f"{recheck_cap()} re-checks: a listing's, or a product's offers); "
+        f"requests a run: {', '.join(map(str, asked))} "
+        f"({products:,} products, {OFFERS_PER_PRODUCT} offers each)",
+        f"  the fake Ichiba: {counts['requests']:,} requests in all (the first cycle's too), "
+        f"at most {counts['most']} of the id in one wall-clock second, "
+        f"{counts['too_many']} refused (429)",
+    ]
     print("\n".join(lines), flush=True)
+    assert counts["too_many"] == 0, f"the fake Ichiba refused {counts['too_many']} requests"
+
+
+def claimed_batches() -> int:
+    """How many batches the last cycle claimed: a batch's claim events carry its moment."""
+    from outbox.models import OutboxEvent, Reason, Status
+
+    claims = OutboxEvent.objects.filter(to_status=Status.SENDING, reason=Reason.CLAIMED)
+    return claims.values("at").distinct().count()
+
+
+def recheck_cap() -> int | None:
+    """The most re-checks a batch may have at the id's allowance (None: no cap)."""
+    from django.conf import settings
+
+    from watches.services import recheck_capacity
+
+    return recheck_capacity(dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE))
 
 
 # What a profile's summary adds up: (what, [(the end of a file's path, a function in it)]).
@@ -225,6 +410,14 @@ PARTS = {
             [("django/urls/base.py", "reverse"), ("watches/email_address.py", "unsubscribe_token")],
         ),
         ("locmem's copy of each mail", [("copy.py", "deepcopy")]),
+        ("the re-fetch, all of it", [("watches/services.py", "refetch_or_reuse")]),
+        (
+            "  of it, the requests, their JSON",
+            [
+                ("watches/marketplaces/rakuten.py", "_ask"),
+                ("watches/marketplaces/rakuten.py", "read_page"),
+            ],
+        ),
     ],
     "templated": [
         ("compiling the templates", [("django/template/engine.py", "from_string")]),
@@ -236,11 +429,10 @@ PARTS = {
 def profile(rows: int) -> None:
     """One run of ours and one of post-office's templated mail under cProfile, on CPU time:
     the functions that take most, and the share of the parts in PARTS."""
-    from _setup import django_on_temp_sqlite
-
-    django_on_temp_sqlite("peer", under=ROOT / "var")
+    listings, rate = WORLDS[0]
+    ichiba, _ = on_ichiba("sqlite", listings, rate)
     folder = Path(os.environ["YASUGORO_VAR_DIR"])
-    built, mails = build(100, rows)
+    built, mails = build(listings, rows)
     runs = {
         "ours": lambda: ours(rows, built, mails),
         "templated": lambda: peer(folder, True, mails),
@@ -263,23 +455,27 @@ def profile(rows: int) -> None:
                 if any(path.endswith(end) and name == function for end, function in functions)
             )
             print(f"  {what:<34} {100 * seconds / cpu_seconds:4.0f} %")
+    counts = ichiba.counts()
+    ichiba.close()
+    print(f"\nthe fake Ichiba: {counts['requests']} requests, {counts['too_many']} refused (429)")
 
 
 def build(listing_count: int, rows: int) -> tuple[int, dict[str, tuple]]:
-    """`listing_count` demo listings at ¥900 with their history; `rows` e-mail devices (their
-    addresses confirmed, Japanese), each with one target-price watch (¥950) and its due row;
+    """`listing_count` Rakuten offers at ¥900, as a poll left them, with their history;
+    `rows` e-mail devices (their addresses confirmed, Japanese), each with one target-price
+    watch (¥950) and its due row;
     one unmeasured dispatch cycle, whose mails become `rows` templated and `rows` plain
     queued post-office mails. Returns the history's last price point and our mails, by
     Message-ID (`_mail`)."""
-    from _world import due_rows, listings_with_history
+    from _ichiba import rakuten_offers
+    from _world import due_rows, with_history
     from django.core import mail as django_mail
     from django.db import connection
     from django.utils import timezone
 
     from watches.models import Channel, Device, NotifyVia
 
-    codes = [f"bench-{i}" for i in range(listing_count)]
-    listings = listings_with_history(codes, HISTORY_DAYS, POINTS_PER_DAY)
+    listings = with_history(rakuten_offers(listing_count), HISTORY_DAYS, POINTS_PER_DAY)
     now = timezone.now()
     devices = Device.objects.bulk_create(
         (
@@ -364,6 +560,7 @@ def ours(rows: int, built: int, mails: dict[str, tuple] | None) -> tuple[float, 
     from django.utils import timezone
 
     from outbox.dispatch import run_cycle
+    from watches.models import Listing, Watch
 
     started = timezone.now()
     reset_due(started - dt.timedelta(seconds=1))
@@ -375,6 +572,9 @@ def ours(rows: int, built: int, mails: dict[str, tuple] | None) -> tuple[float, 
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     sent = result.as_json()["sent"]
     assert sent == rows == len(django_mail.outbox), f"ours: {sent} of {rows} sent"
+    watched = Watch.objects.values("listing_id")
+    not_asked = Listing.objects.filter(id__in=watched, last_polled_at__lt=started).count()
+    assert not not_asked, f"ours: {not_asked} watched listings not asked again"
     if mails is not None:
         _check(django_mail.outbox, mails, "ours")
     return wall, cpu
@@ -439,8 +639,10 @@ def _check(outbox: list, mails: dict[str, tuple], side: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) > 1 and sys.argv[1] == "--ichiba":
+        serve_ichiba(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], *(int(arg) for arg in sys.argv[3:7]))
     elif len(sys.argv) > 1 and sys.argv[1] == "--profile-child":
         profile(int(sys.argv[2]))
     else:
