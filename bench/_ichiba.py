@@ -107,6 +107,7 @@ def rakuten_offers(count: int, price: int = 900, first: int = 0) -> list:
     from tests.fakes.ichiba import ichiba_item
     from watches.marketplaces.rakuten import parse_item
     from watches.models import Listing, Product
+    from watches.polling.observations import _remember
 
     assert first % OFFERS_PER_PRODUCT == 0, "a product's offers in one set (`offsets`)"
     start = first // OFFERS_PER_PRODUCT
@@ -122,24 +123,10 @@ def rakuten_offers(count: int, price: int = 900, first: int = 0) -> list:
         # points than the answer's would make every re-fetch write one.
         seen = parse_item(item, now)
         product = products[n // OFFERS_PER_PRODUCT - start]
-        listings.append(
-            Listing(
-                source="rakuten",
-                item_code=item["itemCode"],
-                name=item["itemName"],
-                shop_name=item["shopName"],
-                url=item["itemUrl"],
-                image_url=item["mediumImageUrls"][0],
-                price=price,
-                shipping=seen.shipping,
-                in_stock=True,
-                points=seen.points,
-                points_until=seen.points_until,
-                points_after=seen.points_after,
-                point_rate=seen.point_rate,
-                member_points=seen.member_points,
-                product_id=product.pk,
-                jan=product.jan,
-            )
+        listing = Listing(
+            source="rakuten", item_code=code_of(n), product_id=product.pk, jan=product.jan
         )
+        _remember(listing, seen)  # the observation rule's own record of what a poll saw
+        listing.last_polled_at = None  # each bench says when that poll was
+        listings.append(listing)
     return Listing.objects.bulk_create(listings, batch_size=2000)
