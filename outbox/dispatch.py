@@ -386,8 +386,10 @@ def _refetch(
     """The answer for each of `listings`, at most `within` old: one asked for earlier in this
     cycle is reused while it is that fresh, and so is a poll's (or another dispatcher's)
     observation that fresh — the marketplace's budget is spent once; the others are fetched
-    now, at most once per listing per call. An answer's time is when it was asked for, or
-    when a reused observation was made. Also the ids of the listings asked about now."""
+    now, at most once per listing per call — and a request another dispatcher is making is
+    waited for rather than made again (`watches.polling.inflight`). An answer's time is when
+    it was asked for, or when a reused observation was made. Also the ids of the listings
+    asked about now."""
     oldest = cycle.clock() - within
     stale = [
         listing
@@ -494,9 +496,11 @@ LISTING_FIELDS = (
     "last_polled_at",
     "last_error",
     "seen_via",
-    # Offers of one product are re-checked together (`watches.products.refetch`).
+    # Offers of one product are re-checked together (`watches.products.refetch`), and
+    # marked as one request in flight (`watches.polling.inflight`).
     "product_id",
     "jan",
+    "beyond_product_page",
 )
 
 

@@ -9,7 +9,9 @@ records every write of a dispatch cycle at the SQL level, keep it so):
   together, from its feed, where the marketplace can — and keep what they said, by the same
   rule as price polling (history point or not, last-seen state, typical price and 90-day
   low, errors) — or, within a freshness bound the caller gives, take a poll's observation
-  instead of asking again (`refetch_or_reuse` also says which answers those were);
+  instead of asking again, or wait for the request another dispatcher is making
+  (`watches.polling.inflight`) and take its (`refetch_or_reuse` also says which answers
+  those were);
 - `refetch_products`: the same for product watches — every shop's offer of each product, one
   request per product and marketplace, kept by the same rule (`watches.products.refetch`);
   its `ProductAnswer` names the best offer in stock now;
@@ -49,7 +51,7 @@ from watches.marketplaces.base import FetchResult, Shape
 from watches.missed import missed_for
 from watches.models import Device, Listing, MarketplaceHalt, Watch
 from watches.pages import pagecache
-from watches.polling import feeds
+from watches.polling import feeds, inflight
 from watches.polling.feeds import recheck_units
 from watches.polling.observations import fetch, fresh_observations, observe
 from watches.polling.plan import budget_status, recheck_capacity, watched_coverage
@@ -111,15 +113,49 @@ def refetch_or_reuse(
 ) -> tuple[dict[int, FetchResult], set[int]]:
     """`refetch`, and the ids of the listings whose answer was a stored observation (nothing
     asked): the dispatcher asks again at once for one of those that grows too old before its
-    delivery comes up, where a value it had just asked for waits its backoff."""
+    delivery comes up, where a value it had just asked for waits its backoff.
+
+    With `fresh_within`, a request another process is making (a dispatcher beside this one:
+    `watches.polling.inflight`) is not made again: its listings are asked last, once this
+    call's own requests are answered and that process's are, or `fresh_within` has passed —
+    what it observed by then is reused, the rest asked."""
     listings = list(listings)
     results: dict[int, FetchResult] = {}
-    if fresh_within is not None:
-        results.update(
-            fresh_observations(listings, now - fresh_within, as_loaded=as_loaded, now=now)
-        )
-        listings = [listing for listing in listings if listing.id not in results]
+    if fresh_within is None:
+        return _ask(listings, now), set()
+    results.update(fresh_observations(listings, now - fresh_within, as_loaded=as_loaded, now=now))
+    listings = [listing for listing in listings if listing.id not in results]
     reused = set(results)
+    if not listings:
+        return results, reused
+    units = feeds.listing_units(listings)
+    marks = inflight.mark(units.values(), fresh_within.total_seconds())
+    try:
+        mine = [listing for listing in listings if units[listing.id] in marks.mine]
+        if mine and as_loaded:
+            # Another process may have answered, and taken its marks away, between the
+            # caller's read and ours: what it stored before that is read now.
+            found = fresh_observations(mine, now - fresh_within, now=now)
+            results.update(found)
+            reused.update(found)
+            mine = [listing for listing in mine if listing.id not in found]
+        results.update(_ask(mine, now))
+    finally:
+        marks.release()
+    theirs = [listing for listing in listings if units[listing.id] in marks.theirs]
+    if theirs:
+        inflight.wait_for(marks.theirs, fresh_within.total_seconds())
+        # Read again: the other process stored what it observed.
+        found = fresh_observations(theirs, now - fresh_within, now=now)
+        results.update(found)
+        reused.update(found)
+        results.update(_ask([listing for listing in theirs if listing.id not in found], now))
+    return results, reused
+
+
+def _ask(listings: list[Listing], now: dt.datetime) -> dict[int, FetchResult]:
+    """Ask each listing's marketplace about it now, each answer kept by the observation
+    rule; the answers by listing id."""
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
         by_source[listing.source].append(listing)
@@ -142,6 +178,7 @@ def refetch_or_reuse(
         alone = [listing for listing in group if listing.id not in together]
         fetched = fetch(source, [listing.item_code for listing in alone])
         answers.extend((listing, fetched[listing.item_code]) for listing in alone)
+    results: dict[int, FetchResult] = {}
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
     for batch, via in (
         (on_offers, Shape.PRODUCT),
@@ -152,7 +189,7 @@ def refetch_or_reuse(
             observations = observe(batch, now, judging=False, via=via)
             observations.save()
             results.update((seen.listing.id, seen.result) for seen in observations.seen)
-    return results, reused
+    return results
 
 
 def advance_baselines(

@@ -232,37 +232,68 @@ def recheck_units(watch_ids: Iterable[int]) -> dict[int, tuple[str | int, ...]]:
     `answer_together` reads — a sale's items come first on it); or its listing alone. Rows
     that share a unit cost about one request between them; a page that misses a listing
     costs one more for it."""
-    from watches.products.polling import offer_sources  # products build on polling
-
-    units: dict[int, tuple[str | int, ...]] = {}
-    adapters: dict[str, Any] = {}
     rows = Watch.objects.filter(id__in=list(watch_ids)).values_list(
         "id",
-        "listing_id",
         "product_id",
+        "listing_id",
         "listing__source",
         "listing__item_code",
         "listing__product_id",
         "listing__jan",
         "listing__beyond_product_page",
     )
-    offering: set[str] | None = None
-    for watch, listing, product, source, code, offer_of, jan, beyond in rows:
-        if product is not None:
-            units[watch] = ("product", product)
-            continue
+    unit_of = _Units()
+    return {
+        watch: ("product", product) if product is not None else unit_of(*listing)
+        for watch, product, *listing in rows
+    }
+
+
+def listing_units(listings: Iterable[Listing]) -> dict[int, tuple[str | int, ...]]:
+    """`recheck_units` for listings (by id): the request a listing watch's re-check of each
+    would be answered by."""
+    unit_of = _Units()
+    return {
+        listing.id: unit_of(
+            listing.id,
+            listing.source,
+            listing.item_code,
+            listing.product_id,
+            listing.jan,
+            listing.beyond_product_page,
+        )
+        for listing in listings
+    }
+
+
+class _Units:
+    """The unit of one listing, the marketplaces' adapters and offer sources read once."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[str, Any] = {}
+        self._offering: set[str] | None = None
+
+    def __call__(
+        self,
+        listing: int,
+        source: str,
+        code: str,
+        offer_of: int | None,
+        jan: str,
+        beyond: bool,
+    ) -> tuple[str | int, ...]:
+        from watches.products.polling import offer_sources  # products build on polling
+
         if offer_of is not None and jan and not beyond:
-            if offering is None:
-                offering = set(offer_sources())
-            if source in offering:
-                units[watch] = ("offers", source, offer_of)
-                continue
-        if source not in adapters:
-            adapters[source] = _adapter_with_feeds(source)
-        adapter = adapters[source]
+            if self._offering is None:
+                self._offering = set(offer_sources())
+            if source in self._offering:
+                return ("offers", source, offer_of)
+        if source not in self._adapters:
+            self._adapters[source] = _adapter_with_feeds(source)
+        adapter = self._adapters[source]
         shop = adapter.shop_of(code) if adapter is not None else None
-        units[watch] = ("shop", source, shop) if shop else ("listing", listing)
-    return units
+        return ("shop", source, shop) if shop else ("listing", listing)
 
 
 def _adapter_with_feeds(source: str):

@@ -1,0 +1,98 @@
+"""Re-checks in flight, across processes: each request unit asked once by the fleet.
+
+Dispatchers side by side claim disjoint rows, but the rows of one product's offers or one
+shop's feed fall into each one's batch alike. Each found no fresh answer and asked the same
+page: four processes on one application id spent four times the requests, one a second,
+and drained slower than one (bench/bench_dispatchers.py). So before it asks, a re-check
+marks each unit it is about to ask (`feeds.listing_units`: a product's offers, a shop's
+feed, a listing) in the cache every worker process shares (`locks`: Redis for a fleet, a
+file cache on one host). A unit another process has marked is not asked again: once this
+process has asked its own, it waits for those marks to go and reuses the observations they
+left, within its own freshness bound (`watches.services.refetch_or_reuse`). A process never
+waits while it holds marks, so two never wait on each other.
+
+A mark lives as long as an answer stays fresh enough to reuse: a process that died holding
+one (or is still waiting for the marketplace) is waited for that long at most; whatever is
+still not fresh then is asked as usual — a duplicate request at worst, never a lost one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Collection, Hashable, Iterable
+from dataclasses import dataclass, field
+
+from django.core.cache import caches
+
+CACHE = "locks"
+PREFIX = "asking:"
+# How often a waiting process looks whether the marks it waits on are gone: a cache read
+# of the few units of one batch, against the second a request of the id takes.
+POLL_SECONDS = 0.1
+
+
+def key(unit: tuple[Hashable, ...]) -> str:
+    return PREFIX + ":".join(str(part) for part in unit)
+
+
+@dataclass
+class Marks:
+    """The units this call marked (`mine`: it asks them) and those another process had
+    (`theirs`: it waits for them), under the holder token only this call knows."""
+
+    holder: str
+    seconds: float
+    mine: set[tuple[Hashable, ...]] = field(default_factory=set)
+    theirs: set[tuple[Hashable, ...]] = field(default_factory=set)
+
+    def release(self) -> None:
+        """Take this call's marks away, leaving any another process took since ours
+        expired."""
+        cache = caches[CACHE]
+        ours = [
+            name
+            for name, holder in cache.get_many([key(unit) for unit in self.mine]).items()
+            if holder == self.holder
+        ]
+        cache.delete_many(ours)
+        self.mine.clear()
+
+
+def mark(units: Iterable[tuple[Hashable, ...]], seconds: float) -> Marks:
+    """Mark each of `units` for `seconds` (at least one) unless another process has:
+    `Marks.mine` are this call's to ask, `Marks.theirs` to wait for."""
+    cache = caches[CACHE]
+    marks = Marks(holder=uuid.uuid4().hex, seconds=seconds)
+    timeout = max(1, math.ceil(seconds))
+    for unit in sorted(set(units), key=key):
+        if cache.add(key(unit), marks.holder, timeout=timeout):
+            marks.mine.add(unit)
+        else:
+            marks.theirs.add(unit)
+    return marks
+
+
+def wait_for(
+    units: Collection[tuple[Hashable, ...]],
+    seconds: float,
+    *,
+    clock: Callable[[], float] | None = None,
+    pause: Callable[[float], None] | None = None,
+) -> bool:
+    """Wait, at most `seconds` on `clock` (monotonic), until no process marks any of
+    `units`; whether they all went."""
+    cache = caches[CACHE]
+    clock = clock or time.monotonic
+    pause = pause or time.sleep
+    until = clock() + seconds
+    waiting = [key(unit) for unit in units]
+    while waiting:
+        waiting = list(cache.get_many(waiting))
+        if not waiting:
+            break
+        if clock() >= until:
+            return False
+        pause(POLL_SECONDS)
+    return True
