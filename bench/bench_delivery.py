@@ -36,7 +36,7 @@ os.environ.setdefault("DEBUG", "0")  # DEBUG would keep every query in memory
 os.environ["RAKUTEN_APP_ID"] = APP_ID
 os.environ["RAKUTEN_ACCESS_KEY"] = key_for(APP_ID)
 os.environ.pop("RAKUTEN_APP_IDS", None)
-os.environ.pop("REDIS_URL", None)  # one process: its own limiter is the fleet's
+os.environ.pop("REDIS_URL", None)  # one host: its budget is the fleet's
 
 from _push import due_webpush_rows, start_slow_push_service, webpush_devices
 from _setup import django_on_temp_sqlite

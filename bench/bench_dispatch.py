@@ -97,7 +97,7 @@ def main() -> None:
     os.environ.update(SETTINGS)
     os.environ.update(rakuten_env(fake, ALLOWANCE))
     os.environ.pop("RAKUTEN_APP_IDS", None)  # one id: the one rakuten_env gives
-    os.environ.pop("REDIS_URL", None)  # one process: its own limiter is the fleet's
+    os.environ.pop("REDIS_URL", None)  # one host: its budget is the fleet's
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     if vendor == "sqlite":
         django_on_temp_sqlite("dispatch")

@@ -4,12 +4,9 @@ its own key prefix; nothing here measures real time."""
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
-import random
 import uuid
-from collections import Counter
 
 import pytest
 import redis
@@ -17,7 +14,8 @@ import redis
 from tests.fakes.clock import FakeClock
 from tests.fakes.ichiba import APP_ID
 from tests.fleet_limiter_worker import take_slots
-from watches.marketplaces import ratelimit
+from tests.limiter_checks import arrivals_per_second
+from watches.marketplaces import hostlimit, ratelimit
 from watches.marketplaces.base import FetchKind
 from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.marketplaces.ratelimit import (
@@ -88,26 +86,12 @@ def test_an_idle_budget_asked_just_after_a_slot_gives_the_slot_it_takes(client):
 
 
 def test_requests_late_on_their_way_never_arrive_two_in_one_second(client):
-    """The marketplace counts arrivals per second. Three processes share one id at 1/s; each
-    request wakes up to 0.3 s after its slot and then takes up to 0.25 s to arrive, at random:
-    no second ever sees two. (Slots one second apart at arbitrary moments would: one due at
-    100.9 s arriving at 101.05 s shares second 101 with the next, due at 101.9 s.)"""
-    rng = random.Random(12)
-    clock = FakeClock()
-    clock.now = 100.9
-
-    def oversleep(seconds: float) -> None:
-        clock.sleep(seconds + rng.uniform(0, 0.3))
-
-    processes = [_limiter(client, clock, rate=1.0, sleep=oversleep) for _ in range(3)]
-    arrivals = []
-    for _ in range(300):
-        if rng.random() < 0.2:
-            clock.now += rng.uniform(0, 2)  # the fleet idles a while
-        if rng.choice(processes).acquire() is not None:
-            arrivals.append(clock.now + rng.uniform(0, 0.25))
-    per_second = Counter(math.floor(at) for at in arrivals)
-    assert len(arrivals) > 250
+    """The marketplace counts arrivals per second: no second ever sees two
+    (`tests.limiter_checks`)."""
+    per_second = arrivals_per_second(
+        lambda clock, sleep: _limiter(client, clock, rate=1.0, sleep=sleep)
+    )
+    assert sum(per_second.values()) > 250
     assert max(per_second.values()) == 1
 
 
@@ -130,7 +114,7 @@ def test_a_caller_too_slow_for_every_slot_asks_nothing(client):
     clock = FakeClock()
     limiter = _limiter(client, clock, rate=1.0, sleep=lambda seconds: clock.sleep(seconds + 0.5))
     assert limiter.acquire() is None
-    assert limiter.used(int(clock.now // 60)) == ratelimit.LATE_TRIES
+    assert limiter.used(int(clock.now // 60)) == hostlimit.LATE_TRIES
 
 
 def test_a_429_holds_off_every_process_of_the_fleet(client):
@@ -244,14 +228,6 @@ def test_yahoo_through_the_fleet_budget_never_meets_the_allowance_its_fake_enfor
 
     assert all(isinstance(results[jan], Offers) for jan in jans), results
     assert (yahoo.too_many, yahoo.max_per_second()) == (0, {YAHOO_APP_ID: 1})
-
-
-def test_without_redis_the_process_limiter_stays(settings):
-    settings.REDIS_URL = ""
-    try:
-        assert isinstance(limiter_for("yahoo", "other-id", 1.0), RateLimiter)
-    finally:
-        ratelimit.forget_limiter("yahoo:other-id", 1.0)
 
 
 def test_an_unreachable_budget_makes_no_request(ichiba, settings):

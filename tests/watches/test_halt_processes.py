@@ -7,10 +7,6 @@ file on SQLite, PostgreSQL with DATABASE_URL), as production runs them."""
 from __future__ import annotations
 
 import datetime as dt
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,68 +14,21 @@ from django.utils import timezone
 
 from outbox.dispatch import run_cycle
 from outbox.models import Outbox, Reason, Status
+from tests import processes
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.fakes.ichiba import ACCESS_KEY, APP_ID
 from tests.outbox_helpers import enqueue_for
-from tests.reliability.world import child_env, stop, wait_for
+from tests.reliability.world import child_env
 from watches.marketplaces.halts import PROBE_ANSWER_WAIT
 from watches.models import Listing, MarketplaceHalt
 from watches.polling.observations import fetch
 from watches.polling.poll import poll
 
-ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("dispatch", "dispatch", "poll")
-
-# One Yasugoro process: set up, say it is ready, wait for the go, then one dispatch cycle or
-# one polling run; prints what it did.
-CHILD = textwrap.dedent(
-    f"""
-    import json, sys, time
-    from pathlib import Path
-    sys.path.insert(0, {str(ROOT)!r})
-    import django
-    django.setup()
-    from outbox.dispatch import run_cycle
-    from watches.polling.poll import poll
-    role, ready, go = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    ready.touch()
-    deadline = time.monotonic() + 120
-    while not go.exists():
-        if time.monotonic() > deadline:
-            raise SystemExit("never told to go")
-        time.sleep(0.002)
-    result = run_cycle() if role == "dispatch" else poll()
-    print(json.dumps(result.as_json()), flush=True)
-    """
-)
 
 
 def together(env: dict[str, str], tmp_path: Path, name: str) -> list[dict]:
-    """Start one process per role, let them go at once, and return what each printed."""
-    go = tmp_path / f"{name}-go"
-    ready = [tmp_path / f"{name}-ready-{n}" for n in range(len(ROLES))]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHILD, role, str(ready[n]), str(go)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        for n, role in enumerate(ROLES)
-    ]
-    try:
-        wait_for(ready, procs, timeout=60)
-        go.touch()
-        outputs = [proc.communicate(timeout=120) for proc in procs]
-    finally:
-        for proc in procs:
-            stop(proc)
-    for proc, (_, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err[-3000:]
-    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    return processes.together(env, tmp_path, name, ROLES)
 
 
 @pytest.mark.django_db(transaction=True)

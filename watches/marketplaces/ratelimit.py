@@ -7,7 +7,12 @@ from one budget. `limiter_for(marketplace, app_id, rate)` is that budget:
 - with `REDIS_URL` set, a `RedisRateLimiter`: the budget lives in Redis, shared by the whole
   fleet, and a 429 lowers the fleet's rate for a while (AIMD: multiplicative decrease on a
   429, additive increase back to the configured rate);
-- without Redis, the process-local `RateLimiter` (one process is the whole fleet).
+- without Redis, the host's budget (`watches.marketplaces.hostlimit.HostRateLimiter`): a
+  small file under VAR_DIR every process of the host reserves its slots in — a single host
+  is the whole fleet.
+
+`RateLimiter` keeps a budget in one process's memory, on a clock a test or a simulation
+gives it.
 
 Both reserve slots: a caller asks for the next free slot, gets it (and how long to wait for
 it) atomically, and sleeps outside any lock. No two callers get the same slot and no caller
@@ -44,6 +49,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+# How late a caller may wake for its slot: the same for the host's budget and the fleet's.
+from watches.marketplaces.hostlimit import (
+    LATE_FLOOR_SECONDS,
+    LATE_FRACTION,
+    HostRateLimiter,
+    budget_path,
+    on_time,
+)
 
 log = logging.getLogger("watches.marketplaces.ratelimit")
 
@@ -128,12 +142,6 @@ FLOOR_FACTOR = 0.1
 INCREASE_PER_SECOND = 0.1 / 30  # of the configured rate
 CUT_GAP_SECONDS = 2.0
 _IDLE_EXPIRY = 86400  # state of an id nobody used for a day is forgotten
-# A caller this late for its slot (a quarter of the interval, at least 50 ms) takes another;
-# after this many missed slots in a row it gives up as if held off (the process is too slow
-# to keep the budget's promise, so it asks nothing).
-LATE_FRACTION = 0.25
-LATE_FLOOR_SECONDS = 0.05
-LATE_TRIES = 3
 
 # KEYS[1]: the budget's state (hash: tat, rate, rate_at, cut_at); KEYS[2]: the prefix of its
 # per-minute usage counters. ARGV: operation, now ('' = the Redis server's clock), the
@@ -253,21 +261,13 @@ class RedisRateLimiter:
     def acquire(self, max_wait: float | None = None) -> float | None:
         """As `Limiter.acquire`; a slot this caller woke too late for is given up (it stays
         unused) and the next one taken, at most LATE_TRIES times before giving up (None)."""
-        waited = 0.0
-        for _ in range(LATE_TRIES):
-            # Measured from before the round trip: an upper bound of the lateness, never less.
-            asked = self._elapsed()
-            wait, _ = self._run("acquire", "" if max_wait is None else repr(max_wait))
-            if wait < 0:
-                return None
-            if wait > 0:
-                self._sleep(wait)
-            waited += wait
-            late = self._elapsed() - asked - wait
-            if late <= self.late_limit:
-                return waited
-            log.info("%s: woke %.3f s after its slot; taking the next one", self.key, late)
-        return None
+        limit = "" if max_wait is None else repr(max_wait)
+
+        def reserve() -> float | None:
+            wait, _ = self._run("acquire", limit)
+            return None if wait < 0 else wait
+
+        return on_time(reserve, self._elapsed, self._sleep, self.late_limit, self.key)
 
     def hold_off(self, seconds: float) -> None:
         """No slot for anyone before `seconds` from now, and the fleet's rate lowered."""
@@ -334,17 +334,22 @@ _clients: dict[str, Any] = {}
 
 
 def shared_limiter(key: str, rate: float) -> Limiter:
-    """The process-wide limiter for `key` (e.g. `rakuten:<app id>`) at `rate` requests/s."""
+    """The host-wide limiter for `key` (e.g. `rakuten:<app id>`) at `rate` requests/s, one
+    instance per process."""
+    from django.conf import settings
+
     with _registry_lock:
         limiter = _registry.get((key, rate))
         if limiter is None:
-            limiter = _registry[(key, rate)] = RateLimiter(rate)
+            limiter = _registry[(key, rate)] = HostRateLimiter(
+                budget_path(settings.VAR_DIR, key), rate
+            )
         return limiter
 
 
 def limiter_for(marketplace: str, app_id: str, rate: float) -> Limiter:
     """The budget of one application id of `marketplace` at `rate` requests/s: the fleet's in
-    Redis when `REDIS_URL` is set, else this process's."""
+    Redis when `REDIS_URL` is set, else this host's."""
     from django.conf import settings
 
     key = f"{marketplace}:{app_id}"
@@ -385,5 +390,10 @@ def install_limiter(key: str, rate: float, limiter: Limiter) -> None:
 
 
 def forget_limiter(key: str, rate: float) -> None:
+    """Drop `key`'s limiter and the host's record of its slots and hold-offs (tests: a 429
+    in one must not hold off the next)."""
+    from django.conf import settings
+
     with _registry_lock:
         _registry.pop((key, rate), None)
+        budget_path(settings.VAR_DIR, key).unlink(missing_ok=True)

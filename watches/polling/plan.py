@@ -601,8 +601,7 @@ class BudgetRow:
 
 def budget_status(now: dt.datetime) -> list[BudgetRow]:
     """Every rate-limited marketplace's budget per application id. Slots taken are counted
-    only in the fleet's shared budget (Redis): a process-local limiter speaks for its own
-    process, which is not this one."""
+    only in the fleet's shared budget (Redis); the host's budget without Redis keeps none."""
     rows = []
     minute = int(now.timestamp() // 60) - 1
     for source in settings.MARKETPLACE_ADAPTERS:
