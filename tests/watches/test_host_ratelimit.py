@@ -72,6 +72,31 @@ def test_a_caller_too_slow_for_every_slot_asks_nothing(tmp_path):
     assert limiter.acquire() is None
 
 
+def test_slots_taken_are_counted_per_minute_for_the_last_two_minutes(tmp_path):
+    clock = FakeClock()
+    clock.now = 60 * 1000.0
+    limiter, other = _limiter(tmp_path, clock, rate=100.0), _limiter(tmp_path, clock, rate=100.0)
+    for _ in range(4):
+        limiter.acquire()
+        other.acquire()
+    assert (limiter.used(1000), other.used(1000), limiter.used(1001)) == (8, 8, 0)
+    clock.now = 60 * 1001.5
+    limiter.acquire()
+    assert (limiter.used(1000), limiter.used(1001)) == (8, 1)
+    clock.now = 60 * 1002.5
+    limiter.acquire()
+    assert (limiter.used(1000), limiter.used(1001), limiter.used(1002)) == (0, 1, 1)
+
+
+def test_an_unreadable_budget_file_is_an_idle_budget(tmp_path):
+    (tmp_path / "budget").write_text("not what a budget writes")
+    clock = FakeClock()
+    clock.now = 100.5
+    limiter = _limiter(tmp_path, clock)
+    assert limiter.acquire() == 0.0
+    assert limiter.used(1) == 1
+
+
 def test_a_hold_off_holds_every_process_of_the_host(tmp_path):
     clock = FakeClock()
     clock.now = 100.5

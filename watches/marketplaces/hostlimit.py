@@ -5,7 +5,8 @@ workers (a poll in one, a dispatch cycle in another), the web server's add-by-li
 operator's `dispatch_outbox`. A budget per process would let each of them ask at the id's
 whole rate. So the next free slot is kept in a small file under `VAR_DIR/ratelimit/`, read
 and moved under an exclusive `flock`: no two callers of any process of the host get one
-slot, and a 429's hold-off holds them all.
+slot, and a 429's hold-off holds them all. The file also counts the slots taken a minute,
+for the admin overview, as Redis does for a fleet.
 
 The slots are the fleet's (`watches.marketplaces.ratelimit`): on the rate's grid of the wall
 clock, mid-interval, and a caller that wakes more than a quarter interval after its slot
@@ -24,10 +25,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger("watches.marketplaces.hostlimit")
@@ -94,6 +97,31 @@ def on_time(
     return None
 
 
+@dataclass
+class _State:
+    """What the budget's file holds: `next`, the moment from which the next slot may fall
+    (None: the budget is idle); `used`, the slots taken by minute, the last two minutes'."""
+
+    next: float | None = None
+    used: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, text: str) -> _State:
+        try:
+            data = json.loads(text) if text.strip() else {}
+            return cls(data.get("next"), {int(m): int(n) for m, n in data.get("used", {}).items()})
+        except (ValueError, TypeError, AttributeError):
+            log.warning("the budget's file could not be read: taken as idle")
+            return cls()
+
+    def write(self) -> str:
+        return json.dumps({"next": self.next, "used": self.used}, sort_keys=True)
+
+    def count(self, minute: int) -> None:
+        self.used = {m: n for m, n in self.used.items() if m >= minute - 1}
+        self.used[minute] = self.used.get(minute, 0) + 1
+
+
 class HostRateLimiter:
     """At most `rate` requests a second of one id from every process of this host sharing
     `path`, on the wall clock's grid."""
@@ -116,33 +144,34 @@ class HostRateLimiter:
         self._sleep = sleep
 
     @contextlib.contextmanager
-    def _next_free(self) -> Iterator[list[float | None]]:
-        """The moment from which the next slot may fall (None: the budget is idle), locked
-        against every other caller of the host while the block runs, and written back."""
+    def _state(self) -> Iterator[_State]:
+        """The budget's state, locked against every other caller of the host while the block
+        runs, and written back if it changed."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+", encoding="ascii") as state:
-            fcntl.flock(state, fcntl.LOCK_EX)  # released when the file closes
-            state.seek(0)
-            text = state.read().strip()
-            moment: list[float | None] = [float(text) if text else None]
-            before = moment[0]
-            if before is not None and before - self._clock() > IMPLAUSIBLE_SECONDS:
-                moment[0] = None
-            yield moment
-            if moment[0] != before:
-                state.seek(0)
-                state.truncate()
-                state.write(repr(moment[0]))
+        with open(self.path, "a+", encoding="ascii") as file:
+            fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
+            file.seek(0)
+            text = file.read()
+            state = _State.read(text)
+            if state.next is not None and state.next - self._clock() > IMPLAUSIBLE_SECONDS:
+                state.next = None
+            yield state
+            written = state.write()
+            if written != text:
+                file.seek(0)
+                file.truncate()
+                file.write(written)
 
     def _reserve(self, max_wait: float | None) -> float | None:
-        with self._next_free() as moment:
+        with self._state() as state:
             now = self._clock()
-            start = now if moment[0] is None else max(now, moment[0])
+            start = now if state.next is None else max(now, state.next)
             # The tolerance may put the slot a microsecond before now: that slot is now.
             wait = max(0.0, on_grid(start, self.rate) - now)
             if max_wait is not None and wait > max_wait:
                 return None
-            moment[0] = now + wait + self.interval
+            state.next = now + wait + self.interval
+            state.count(int((now + wait) // 60))
         return wait
 
     def acquire(self, max_wait: float | None = None) -> float | None:
@@ -158,16 +187,22 @@ class HostRateLimiter:
 
     def hold_off(self, seconds: float) -> None:
         """No slot for any process of the host before `seconds` from now."""
-        with self._next_free() as moment:
+        with self._state() as state:
             until = self._clock() + max(0.0, seconds)
-            if moment[0] is None or until > moment[0]:
-                moment[0] = until
+            if state.next is None or until > state.next:
+                state.next = until
 
     def wait_needed(self) -> float:
-        with self._next_free() as moment:
+        with self._state() as state:
             now = self._clock()
-            start = now if moment[0] is None else max(now, moment[0])
+            start = now if state.next is None else max(now, state.next)
             return max(0.0, on_grid(start, self.rate) - now)
+
+    def used(self, minute: int) -> int:
+        """Slots the host's processes took in minute number `minute` (seconds since the
+        epoch // 60): the admin overview's count, kept for the last two minutes."""
+        with self._state() as state:
+            return state.used.get(minute, 0)
 
     def current_rate(self) -> float:
         return self.rate

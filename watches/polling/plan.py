@@ -600,8 +600,9 @@ class BudgetRow:
 
 
 def budget_status(now: dt.datetime) -> list[BudgetRow]:
-    """Every rate-limited marketplace's budget per application id. Slots taken are counted
-    only in the fleet's shared budget (Redis); the host's budget without Redis keeps none."""
+    """Every rate-limited marketplace's budget per application id, with the slots taken in
+    the last whole minute where they are counted for every process (Redis for a fleet, the
+    host's file without it; not a budget of one process's memory)."""
     rows = []
     minute = int(now.timestamp() // 60) - 1
     for source in settings.MARKETPLACE_ADAPTERS:
