@@ -53,7 +53,7 @@ from watches.models import Device, Listing, MarketplaceHalt, Watch
 from watches.pages import pagecache
 from watches.polling import feeds, inflight
 from watches.polling.feeds import recheck_units
-from watches.polling.observations import fetch, fresh_observations, observe
+from watches.polling.observations import fetch, fresh_observations, observe, observed_since
 from watches.polling.plan import budget_status, recheck_capacity, watched_coverage
 from watches.products.refetch import ProductAnswer, offers_together, refetch_products
 from watches.subscriptions import endpoint_allowed
@@ -134,8 +134,10 @@ def refetch_or_reuse(
         mine = [listing for listing in listings if units[listing.id] in marks.mine]
         if mine and as_loaded:
             # Another process may have answered, and taken its marks away, between the
-            # caller's read and ours: what it stored before that is read now.
-            found = fresh_observations(mine, now - fresh_within, now=now)
+            # caller's read and ours: what it stored before that is read now (their ids
+            # first: as a rule there are none).
+            answered = observed_since(mine, now - fresh_within)
+            found = fresh_observations(answered, now - fresh_within, now=now)
             results.update(found)
             reused.update(found)
             mine = [listing for listing in mine if listing.id not in found]

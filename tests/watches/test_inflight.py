@@ -161,3 +161,15 @@ def test_a_fresh_answer_is_reused_without_marking_anything(offers, ichiba):
     assert not ichiba.requests
     assert reused == set(answers)
     assert caches[inflight.CACHE].get(inflight.key(unit(offers))) is None
+
+
+def test_an_answer_stored_between_the_batchs_read_and_its_marks_is_reused(offers, ichiba):
+    mine = loaded()  # the batch read its listings: not fresh
+    services.refetch(loaded(), T0)  # then another dispatcher answered, and let go
+    ichiba.requests.clear()
+
+    answers, reused = services.refetch_or_reuse(mine, T0, fresh_within=BOUND, as_loaded=True)
+
+    assert not ichiba.requests, "its answer, read again once marked, not asked twice"
+    assert reused == {listing.id for listing in mine}
+    assert {a.price for a in answers.values()} == {900}

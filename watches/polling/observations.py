@@ -317,6 +317,22 @@ def fresh_observations(
     return fresh
 
 
+def observed_since(listings: Sequence[Listing], since: dt.datetime) -> list[Listing]:
+    """Those of `listings` the database says were observed (not failed) at or after `since`:
+    one query of their ids, for a caller that expects few (`fresh_observations` then reads
+    their state)."""
+    if not listings:
+        return []
+    ids = set(
+        Listing.objects.filter(
+            one_of("pk", [listing.id for listing in listings]),
+            last_polled_at__gte=since,
+            last_error="",
+        ).values_list("pk", flat=True)
+    )
+    return [listing for listing in listings if listing.id in ids]
+
+
 def _points_of(listing: Listing) -> dict[str, Any]:
     return {name: getattr(listing, name) for name in _POINTS}
 
