@@ -12,7 +12,7 @@ The slots are the fleet's (`watches.marketplaces.ratelimit`): on the rate's grid
 clock, mid-interval, and a caller that wakes more than a quarter interval after its slot
 gives it up and takes the next — so at most `rate` requests of the id arrive in one
 wall-clock second, whatever the time each takes to get there. No AIMD: a 429 holds the
-host off for what the marketplace said, as the process budget did.
+host off for what the marketplace said.
 
 The wall clock is this process's monotonic clock plus its offset to the system clock, read
 when this module was first imported: a test that freezes `time.time()` cannot stop the

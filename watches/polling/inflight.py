@@ -43,7 +43,6 @@ class Marks:
     (`theirs`: it waits for them), under the holder token only this call knows."""
 
     holder: str
-    seconds: float
     mine: set[tuple[Hashable, ...]] = field(default_factory=set)
     theirs: set[tuple[Hashable, ...]] = field(default_factory=set)
 
@@ -64,7 +63,7 @@ def mark(units: Iterable[tuple[Hashable, ...]], seconds: float) -> Marks:
     """Mark each of `units` for `seconds` (at least one) unless another process has:
     `Marks.mine` are this call's to ask, `Marks.theirs` to wait for."""
     cache = caches[CACHE]
-    marks = Marks(holder=uuid.uuid4().hex, seconds=seconds)
+    marks = Marks(holder=uuid.uuid4().hex)
     timeout = max(1, math.ceil(seconds))
     for unit in sorted(set(units), key=key):
         if cache.add(key(unit), marks.holder, timeout=timeout):
@@ -80,9 +79,9 @@ def wait_for(
     *,
     clock: Callable[[], float] | None = None,
     pause: Callable[[float], None] | None = None,
-) -> bool:
-    """Wait, at most `seconds` on `clock` (monotonic), until no process marks any of
-    `units`; whether they all went."""
+) -> None:
+    """Wait until no process marks any of `units`, or `seconds` have passed on `clock`
+    (monotonic)."""
     cache = caches[CACHE]
     clock = clock or time.monotonic
     pause = pause or time.sleep
@@ -90,9 +89,6 @@ def wait_for(
     waiting = [key(unit) for unit in units]
     while waiting:
         waiting = list(cache.get_many(waiting))
-        if not waiting:
-            break
-        if clock() >= until:
-            return False
+        if not waiting or clock() >= until:
+            return
         pause(POLL_SECONDS)
-    return True
