@@ -423,15 +423,27 @@ def _refetch_products(
 ) -> tuple[dict[int, tuple[dt.datetime, services.ProductAnswer]], set[int]]:
     """Every shop's offer of each of `product_ids`, at most `within` old, by the rule of
     `_refetch`: one request per product and marketplace per call, whatever the number of
-    rows that watch it. Also the ids of the products asked about now."""
+    rows that watch it; a poll's (or another dispatcher's) answer that fresh is the answer.
+    Also the ids of the products asked about now."""
     oldest = cycle.clock() - within
     stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
+    asked: set[int] = set()
     if stale:
         asked_at = cycle.clock()
         products = Product.objects.in_bulk(stale).values()
-        answers = services.refetch_products(products, asked_at)
-        cycle.offers.update((pk, (asked_at, answer)) for pk, answer in answers.items())
-    return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}, set(stale)
+        answers = services.refetch_products(products, asked_at, fresh_within=within)
+        for pk, answer in answers.items():
+            cycle.offers[pk] = (_offers_answered_at(asked_at, answer), answer)
+            if not answer.reused:
+                asked.add(pk)
+    return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}, asked
+
+
+def _offers_answered_at(asked_at: dt.datetime, answer: services.ProductAnswer) -> dt.datetime:
+    """As `_answered_at`, for a product's offers: a reused part is as old as its oldest
+    offer's observation."""
+    observed = answer.observed_at() if answer.reused else None
+    return min(asked_at, observed) if observed is not None else asked_at
 
 
 # What a cycle reads of its rows, their watches, listings and devices (`only()`): every

@@ -12,7 +12,7 @@ from django.utils import timezone
 from demo.models import DemoProduct
 from outbox.models import DispatchRun, Outbox, OutboxEvent, Status
 from watches.devices import cookie_name, hash_token, new_token
-from watches.models import Channel, Device, Listing, NotifyVia, Trigger, Watch
+from watches.models import Channel, Device, Listing, NotifyVia, Product, Trigger, Watch
 
 
 class DemoProductFactory(factory.django.DjangoModelFactory[DemoProduct]):
@@ -173,3 +173,21 @@ def with_history(listing: Listing, prices: Sequence[int | None], *, now) -> List
     refresh_stats([listing.pk], now)
     listing.refresh_from_db()
     return listing
+
+
+def ichiba_offers(
+    ichiba, jan: str, *, price_now: int, count: int = 3, **fields
+) -> tuple[Product, list[Listing]]:
+    """A product sold by `count` shops on the fake Ichiba at `price_now` each, and its offers
+    as listings we know (`fields` as they were last observed)."""
+    product = Product.objects.create(jan=jan, name="Scottie 12 rolls")
+    offers: list[Listing] = []
+    for n in range(count):
+        code = f"shop{n}:scottie-12"
+        ichiba.add(code, price=price_now, jan=jan)
+        offers.append(
+            ListingFactory.create(
+                source="rakuten", item_code=code, product_id=product.pk, jan=jan, **fields
+            )
+        )
+    return product, offers

@@ -11,7 +11,8 @@ RAKUTEN_RATE_PER_SECOND = env_float("RAKUTEN_RATE_PER_SECOND", 1.0, minimum=0.01
 CACHES = {
     **CACHES,
     "locks": {
-        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "BACKEND": "yasugoro.hostcache.HostLockCache",
         "LOCATION": str(VAR_DIR / "cache" / "locks"),
+        "OPTIONS": {"MAX_ENTRIES": 1_000_000},
     },
 }

@@ -55,7 +55,11 @@ def test_make_run_on_every_address_links_to_this_machine_unless_told_otherwise()
     assert any("SITE_URL=http://laptop.local:8000 " in line for line in lines)
 
 
-def settings_in_a_fresh_process(tmp_path: Path, **env: str) -> str:
+def settings_in_a_fresh_process(
+    tmp_path: Path, printed: str = "settings.SITE_URL", **env: str
+) -> str:
+    """What `printed` says of the settings a process started with `env` (and `VAR_DIR`
+    `tmp_path`) reads."""
     environ = {
         k: v
         for k, v in os.environ.items()
@@ -64,7 +68,7 @@ def settings_in_a_fresh_process(tmp_path: Path, **env: str) -> str:
     environ.update(YASUGORO_VAR_DIR=str(tmp_path), VAPID_SUBJECT="mailto:a@yasugoro.example")
     environ.update(env)
     done = subprocess.run(
-        [sys.executable, "-c", "from yasugoro import settings; print(settings.SITE_URL)"],
+        [sys.executable, "-c", f"from yasugoro import settings; print({printed})"],
         cwd=ROOT,
         env=environ,
         capture_output=True,

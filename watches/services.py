@@ -36,6 +36,7 @@ records every write of a dispatch cycle at the SQL level, keep it so):
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -119,6 +120,7 @@ def refetch_or_reuse(
     `watches.polling.inflight`) is not made again: its listings are asked last, once this
     call's own requests are answered and that process's are, or `fresh_within` has passed —
     what it observed by then is reused, the rest asked."""
+    started = time.monotonic()
     listings = list(listings)
     results: dict[int, FetchResult] = {}
     if fresh_within is None:
@@ -132,10 +134,10 @@ def refetch_or_reuse(
     marks = inflight.mark(units.values(), fresh_within.total_seconds())
     try:
         mine = [listing for listing in listings if units[listing.id] in marks.mine]
-        if mine and as_loaded:
+        if mine:
             # Another process may have answered, and taken its marks away, between the
-            # caller's read and ours: what it stored before that is read now (their ids
-            # first: as a rule there are none).
+            # read above (or the caller's) and our marks: what it stored is read now (their
+            # ids first: as a rule there are none).
             answered = observed_since(mine, now - fresh_within)
             found = fresh_observations(answered, now - fresh_within, now=now)
             results.update(found)
@@ -146,7 +148,9 @@ def refetch_or_reuse(
         marks.release()
     theirs = [listing for listing in listings if units[listing.id] in marks.theirs]
     if theirs:
-        inflight.wait_for(marks.theirs, fresh_within.total_seconds())
+        # The bound counts from this call's start: its own answers must stay fresh too.
+        waited = time.monotonic() - started
+        inflight.wait_for(marks.theirs, fresh_within.total_seconds() - waited)
         # Read again: the other process stored what it observed.
         found = fresh_observations(theirs, now - fresh_within, now=now)
         results.update(found)

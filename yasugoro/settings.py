@@ -420,7 +420,8 @@ if REDIS_URL:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "yasugoro",
         },
-        # Run guards every worker process shares (watches.tasks.poll).
+        # Run guards and re-check marks every worker process shares (watches.tasks.poll,
+        # watches.polling.inflight).
         "locks": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
@@ -435,10 +436,14 @@ else:
             "LOCATION": str(VAR_DIR / "cache" / "pages"),
             "OPTIONS": {"MAX_ENTRIES": 5000},
         },
-        # Run guards the worker processes of this host share (watches.tasks.poll).
+        # Run guards and re-check marks the processes of this host share (watches.tasks.poll,
+        # watches.polling.inflight): an add that holds across processes (yasugoro.hostcache).
         "locks": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "BACKEND": "yasugoro.hostcache.HostLockCache",
             "LOCATION": str(VAR_DIR / "cache" / "locks"),
+            # Past MAX_ENTRIES the file cache deletes a third of its entries at random, live
+            # guards among them; released marks are deleted, so live ones stay far fewer.
+            "OPTIONS": {"MAX_ENTRIES": 1_000_000},
         },
     }
 Q_CLUSTER: dict[str, Any] = {

@@ -340,12 +340,12 @@ def test_an_answer_reused_from_an_earlier_batch_grown_too_old_is_asked_again_at_
 
         asked, ask = [], services.refetch_products
 
-        def counted(products, now):
+        def counted_products(products, now, **kwargs):
             products = list(products)
             asked.append({p.pk for p in products})
-            return ask(products, now)
+            return ask(products, now, **kwargs)
 
-        monkeypatch.setattr(services, "refetch_products", counted)
+        monkeypatch.setattr(services, "refetch_products", counted_products)
     else:
         x = ListingFactory(price=900)
 

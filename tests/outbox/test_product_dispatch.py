@@ -166,3 +166,23 @@ def test_the_message_names_shop_and_shipping_in_japanese_too(product, yahoo, rec
     ((_, message),) = recording_channel.delivered
     assert "ストア store3: ¥480、送料不明。" in message.body
     assert message.data["shop_url"] == "https://store.shopping.yahoo.co.jp/store3/tp-12r.html"
+
+
+def test_a_page_the_poll_read_within_the_bound_is_the_rechecks_answer(
+    product, yahoo, recording_channel, settings
+):
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    made = watch(product, target_price=500)
+    yahoo.set("store3_tp-12r", price=480)
+    assert poll_at(20).enqueued == 1
+    yahoo.requests.clear()
+
+    with time_machine.travel(START + dt.timedelta(minutes=20, seconds=10), tick=False):
+        run_cycle()
+
+    row = Outbox.objects.get(watch=made)
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    assert yahoo.requests == [], "the poll's answer, 10 s old: nothing asked"
+    assert recording_channel.delivered[0][1].price == 480
+    delivered = OutboxEvent.objects.get(outbox=row, reason=Reason.DELIVERED)
+    assert delivered.data["fresh_age_seconds"] == 10.0

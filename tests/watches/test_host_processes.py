@@ -15,11 +15,12 @@ import pytest
 
 from outbox.models import Outbox, Status
 from tests import processes
-from tests.factories import DeviceFactory, ListingFactory, WatchFactory
+from tests.factories import DeviceFactory, ListingFactory, WatchFactory, ichiba_offers
 from tests.fakes.ichiba import ACCESS_KEY, APP_ID
 from tests.outbox_helpers import enqueue_for
 from tests.reliability.world import child_env
-from watches.models import Product
+from watches.pages.watchlist import WatchParams
+from watches.products.watches import save_product_watch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,23 +74,11 @@ def test_two_dispatchers_and_a_poller_of_one_host_share_one_budget_per_id(ichiba
     assert set(Outbox.objects.filter(pk__in=rows).values_list("status", flat=True)) == {Status.SENT}
 
 
+JAN = "4901750404406"
+
+
 def test_two_dispatchers_on_one_products_offers_ask_its_page_once(ichiba, tmp_path):
-    jan = "4901750404406"
-    product = Product.objects.create(jan=jan, name="Scottie 12 rolls")
-    offers = []
-    for n in range(3):
-        code = f"shop{n}:scottie-12"
-        ichiba.add(code, price=900, jan=jan)
-        offers.append(
-            ListingFactory(
-                source="rakuten",
-                item_code=code,
-                price=900,
-                units_per_pack=None,
-                product_id=product.pk,
-                jan=jan,
-            )
-        )
+    _, offers = ichiba_offers(ichiba, JAN, price_now=900, price=900, units_per_pack=None)
     # Eight watchers of each offer, their rows due offer after offer: every batch of four
     # holds rows on the three offers, so both dispatchers' first batches need their page.
     rows = []
@@ -98,12 +87,28 @@ def test_two_dispatchers_on_one_products_offers_ask_its_page_once(ichiba, tmp_pa
             watch = WatchFactory(listing=listing, device=DeviceFactory(), target_price=1000)
             rows.append(enqueue_for(watch, price=900, line="1000").pk)
 
+    two_dispatchers_ask_the_page_once(ichiba, tmp_path, "offers", rows)
+
+
+def test_two_dispatchers_on_one_products_watches_ask_its_page_once(ichiba, tmp_path):
+    product, _ = ichiba_offers(ichiba, JAN, price_now=900, price=1100, units_per_pack=None)
+    # Sixteen watchers of the product: both dispatchers' first batches need its page.
+    params = WatchParams(trigger="target_price", target_price=1000)
+    rows = []
+    for _ in range(16):
+        watch, _ = save_product_watch(DeviceFactory(), product, params)
+        rows.append(enqueue_for(watch, price=900, line="1000").pk)
+
+    two_dispatchers_ask_the_page_once(ichiba, tmp_path, "product", rows)
+
+
+def two_dispatchers_ask_the_page_once(ichiba, tmp_path, name: str, rows: list[int]) -> None:
     done = processes.together(
-        env_for(ichiba, tmp_path, OUTBOX_BATCH_SIZE=4), tmp_path, "offers", ("dispatch", "dispatch")
+        env_for(ichiba, tmp_path, OUTBOX_BATCH_SIZE=4), tmp_path, name, ("dispatch", "dispatch")
     )
 
     keywords = [q["keyword"] for q in ichiba.requests if "keyword" in q]
-    assert keywords == [jan], "one page of the product's offers for both"
+    assert keywords == [JAN], "one page of the product's offers for both"
     assert not item_requests(ichiba)
     assert all(out["sent"] for out in done), "both dispatchers sent rows"
     assert set(Outbox.objects.filter(pk__in=rows).values_list("status", flat=True)) == {Status.SENT}

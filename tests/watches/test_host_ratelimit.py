@@ -4,6 +4,7 @@ a hold-off holds them all. Nothing here measures real time."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tests.fakes.clock import FakeClock
 from tests.fleet_limiter_worker import take_host_slots
 from tests.limiter_checks import arrivals_per_second
-from watches.marketplaces import ratelimit
+from watches.marketplaces import hostlimit, ratelimit
 from watches.marketplaces.hostlimit import HostRateLimiter, budget_path
 from watches.marketplaces.ratelimit import limiter_for
 
@@ -139,3 +140,45 @@ def test_forgetting_a_budget_forgets_its_hold_off(settings, tmp_path):
         assert limiter_for("rakuten", "some-id", 1.0).wait_needed() <= 1.0
     finally:
         ratelimit.forget_limiter("rakuten:some-id", 1.0)
+
+
+def test_processes_either_side_of_a_clock_step_keep_their_slots_apart(tmp_path):
+    # One host clock; the second process started after the system clock stepped 0.9 s on.
+    clock = FakeClock()
+    clock.now = 100.0
+    before = HostRateLimiter(tmp_path / "budget", 1.0, clock=clock, sleep=clock.sleep)
+    after = HostRateLimiter(
+        tmp_path / "budget", 1.0, clock=clock, wall_offset=0.9, sleep=clock.sleep
+    )
+    taken = []
+    for limiter in (before, after) * 4:
+        limiter.acquire()
+        taken.append(clock.now)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(taken)]
+    assert min(gaps) >= 1.0 - 1e-6, gaps
+
+
+def test_a_budget_written_in_another_boot_of_the_host_is_idle(tmp_path):
+    (tmp_path / "budget").write_text('{"boot": "another boot", "next": 5000.0, "used": {}}')
+    clock = FakeClock()
+    clock.now = 100.5
+    assert _limiter(tmp_path, clock).acquire() == 0.0
+
+
+def test_a_write_that_fails_leaves_the_last_state_whole(tmp_path, monkeypatch):
+    clock = FakeClock()
+    clock.now = 100.5
+    limiter = _limiter(tmp_path, clock)
+    limiter.hold_off(30)
+    kept = (tmp_path / "budget").read_text()
+
+    def killed(*args):
+        raise OSError("the process died while writing")
+
+    monkeypatch.setattr(hostlimit.os, "replace", killed)
+    with pytest.raises(OSError):
+        limiter.hold_off(60)
+    monkeypatch.undo()
+    assert (tmp_path / "budget").read_text() == kept
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["budget", "budget.lock"]
+    assert limiter.wait_needed() == pytest.approx(30)

@@ -13,10 +13,10 @@ import zoneinfo
 import pytest
 from django.core.cache import caches
 
-from tests.factories import ListingFactory
+from tests.factories import ichiba_offers
 from tests.fakes.clock import FakeClock
 from watches import services
-from watches.marketplaces.base import Observation
+from watches.marketplaces.base import FetchKind, Observation
 from watches.models import Listing, Product
 from watches.polling import inflight
 
@@ -33,19 +33,14 @@ def offers(time_machine, ichiba):
     """Three shops' offers of one product, last polled an hour ago at 1,000 yen; each sells
     it at 900 now."""
     time_machine.move_to(T0, tick=False)
-    product = Product.objects.create(jan=JAN, name="Scottie 12 rolls")
-    for n in range(3):
-        code = f"shop{n}:scottie-12"
-        ichiba.add(code, price=900, jan=JAN)
-        ListingFactory(
-            source="rakuten",
-            item_code=code,
-            price=1000,
-            shipping=0,
-            product_id=product.pk,
-            jan=JAN,
-            last_polled_at=T0 - dt.timedelta(hours=1),
-        )
+    product, _ = ichiba_offers(
+        ichiba,
+        JAN,
+        price_now=900,
+        price=1000,
+        shipping=0,
+        last_polled_at=T0 - dt.timedelta(hours=1),
+    )
     return product
 
 
@@ -55,6 +50,14 @@ def loaded() -> list[Listing]:
 
 def unit(product: Product) -> tuple[str, str, int]:
     return ("offers", "rakuten", product.pk)
+
+
+def waiting_with(monkeypatch, **how) -> None:
+    """`inflight.wait_for` waits on `how`'s clock and pause (another dispatcher's doings)."""
+    wait_for = inflight.wait_for
+    monkeypatch.setattr(
+        inflight, "wait_for", lambda units, seconds: wait_for(units, seconds, **how)
+    )
 
 
 def keyword_requests(ichiba) -> list[str]:
@@ -73,12 +76,7 @@ def test_a_recheck_waits_for_the_page_another_dispatcher_is_asking_and_reuses_it
             services.refetch(loaded(), T0)  # its request, through the same rule
             theirs.release()
 
-    wait_for = inflight.wait_for
-    monkeypatch.setattr(
-        inflight,
-        "wait_for",
-        lambda units, seconds: wait_for(units, seconds, pause=the_other_dispatcher_answers),
-    )
+    waiting_with(monkeypatch, pause=the_other_dispatcher_answers)
 
     mine = loaded()
     answers, reused = services.refetch_or_reuse(mine, T0, fresh_within=BOUND, as_loaded=True)
@@ -98,17 +96,13 @@ def test_a_mark_left_by_a_dispatcher_that_died_is_waited_for_only_as_long_as_an_
     inflight.mark([unit(offers)], BOUND.total_seconds())  # and then its process was killed
     clock = FakeClock()
     start = clock.now
-    wait_for = inflight.wait_for
-    monkeypatch.setattr(
-        inflight,
-        "wait_for",
-        lambda units, seconds: wait_for(units, seconds, clock=clock, pause=clock.sleep),
-    )
+    waiting_with(monkeypatch, clock=clock, pause=clock.sleep)
 
     answers, reused = services.refetch_or_reuse(loaded(), T0, fresh_within=BOUND, as_loaded=True)
 
     waited = clock.now - start
-    assert BOUND.total_seconds() <= waited < BOUND.total_seconds() + 2 * inflight.POLL_SECONDS
+    # The bound counts from the re-check's start (this call's own time comes off the wait).
+    assert BOUND.total_seconds() / 2 < waited <= BOUND.total_seconds()
     assert keyword_requests(ichiba) == [JAN], "asked by this one once the wait was over"
     assert {a.price for a in answers.values()} == {900}
     assert reused == set()
@@ -173,3 +167,121 @@ def test_an_answer_stored_between_the_batchs_read_and_its_marks_is_reused(offers
     assert not ichiba.requests, "its answer, read again once marked, not asked twice"
     assert reused == {listing.id for listing in mine}
     assert {a.price for a in answers.values()} == {900}
+
+
+def test_a_cache_that_cannot_be_reached_marks_nothing_and_the_recheck_asks(
+    offers, ichiba, monkeypatch
+):
+    def down(*args, **kwargs):
+        raise ConnectionError("the locks cache is down")
+
+    cache = caches[inflight.CACHE]
+    for name in ("add", "get_many", "delete_many"):
+        monkeypatch.setattr(cache, name, down)
+
+    answers, reused = services.refetch_or_reuse(loaded(), T0, fresh_within=BOUND, as_loaded=True)
+
+    assert keyword_requests(ichiba) == [JAN], "asked, unmarked"
+    assert {a.price for a in answers.values()} == {900}
+    assert reused == set()
+
+
+def test_a_wait_ends_when_the_cache_cannot_be_read(monkeypatch):
+    clock = FakeClock()
+    start = clock.now
+    inflight.mark([("listing", 1)], 30)  # another process's
+
+    def down(*args, **kwargs):
+        raise ConnectionError("the locks cache is down")
+
+    monkeypatch.setattr(caches[inflight.CACHE], "get_many", down)
+    inflight.wait_for([("listing", 1)], 30, clock=clock, pause=clock.sleep)
+    assert clock.now == start, "no wait on marks nobody can read"
+
+
+# A product watch's re-check asks the product's page of offers: the same unit, the same rule.
+
+
+def poll_offers_at(product: Product, moment: dt.datetime, time_machine) -> None:
+    time_machine.move_to(moment, tick=False)
+    services.refetch_products([product], moment)  # as a poll of its page keeps it
+    time_machine.move_to(T0, tick=False)
+
+
+def test_a_products_offers_a_poll_observed_within_the_bound_are_its_answer(
+    offers, ichiba, time_machine
+):
+    poll_offers_at(offers, T0 - dt.timedelta(seconds=10), time_machine)
+    ichiba.requests.clear()
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert not ichiba.requests, "nothing asked"
+    assert answer.reused
+    assert answer.observed_at() == T0 - dt.timedelta(seconds=10)
+    assert {result.price for _, result in answer.offers} == {900}
+    assert len(answer.offers) == 3
+    assert {error.kind for error in answer.errors} <= {FetchKind.EMPTY}, "the demo has none"
+    assert caches[inflight.CACHE].get(inflight.key(unit(offers))) is None, "nothing marked"
+
+
+def test_a_products_offers_older_than_the_bound_are_asked(offers, ichiba, time_machine):
+    poll_offers_at(offers, T0 - dt.timedelta(seconds=31), time_machine)
+    ichiba.requests.clear()
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert keyword_requests(ichiba) == [JAN]
+    assert not answer.reused
+
+
+def test_a_product_with_one_offer_not_observed_since_is_asked(offers, ichiba, time_machine):
+    poll_offers_at(offers, T0 - dt.timedelta(seconds=10), time_machine)
+    Listing.objects.filter(item_code="shop1:scottie-12").update(
+        last_polled_at=T0 - dt.timedelta(minutes=5)
+    )
+    ichiba.requests.clear()
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert keyword_requests(ichiba) == [JAN], "a page not read whole since: asked"
+    assert not answer.reused
+
+
+def test_a_products_recheck_waits_for_the_page_a_listings_recheck_is_asking(
+    offers, ichiba, monkeypatch
+):
+    # Another dispatcher re-checks listing watches on the same offers: one unit, one page.
+    theirs = inflight.mark([unit(offers)], BOUND.total_seconds())
+
+    def the_other_dispatcher_answers(seconds: float) -> None:
+        services.refetch(loaded(), T0)
+        theirs.release()
+
+    waiting_with(monkeypatch, pause=the_other_dispatcher_answers)
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert keyword_requests(ichiba) == [JAN], "the page asked once, by the other dispatcher"
+    assert answer.reused
+    assert {result.price for _, result in answer.offers} == {900}
+
+
+def test_a_products_recheck_marks_its_page_while_it_asks(offers, ichiba, monkeypatch):
+    from watches.products import refetch
+
+    seen = []
+    ask = refetch.fetch_offers
+
+    def asking(source, jans):
+        if source == "rakuten":
+            seen.append(caches[inflight.CACHE].get(inflight.key(unit(offers))))
+        return ask(source, jans)
+
+    monkeypatch.setattr(refetch, "fetch_offers", asking)
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert len(seen) == 1 and seen[0] is not None, "marked while asking"
+    assert caches[inflight.CACHE].get(inflight.key(unit(offers))) is None, "and not after"
+    assert not answer.reused

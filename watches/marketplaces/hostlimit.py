@@ -14,10 +14,15 @@ gives it up and takes the next — so at most `rate` requests of the id arrive i
 wall-clock second, whatever the time each takes to get there. No AIMD: a 429 holds the
 host off for what the marketplace said.
 
-The wall clock is this process's monotonic clock plus its offset to the system clock, read
-when this module was first imported: a test that freezes `time.time()` cannot stop the
-budget's time, and the grid stays on the system's seconds (a step of the system clock moves
-this process's grid until it restarts; the cluster recycles its workers).
+The file keeps its moments on the host's monotonic clock, which every process of the host
+reads alike and no step of the system clock moves; each process puts them on the wall clock's
+grid with its own offset to the system clock, read when this module was first imported (a
+test that freezes `time.time()` cannot stop the budget's time). Processes started either side
+of a clock step then disagree on the grid, never on the spacing of their slots. The file names
+the boot it was written in: after a restart of the host, a moment of the last boot's monotonic
+clock means nothing, and the budget starts idle. The state is read and written under a lock
+file of its own, and replaced whole (a rename), so a process killed while writing leaves the
+last state, not an empty one.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,23 +49,29 @@ log = logging.getLogger("watches.marketplaces.hostlimit")
 LATE_FRACTION = 0.25
 LATE_FLOOR_SECONDS = 0.05
 LATE_TRIES = 3
-# A next slot further ahead than this was written on another clock (the system's stepped
-# back): it is forgotten rather than waited for.
+# A next slot further ahead than this cannot be a hold-off the marketplace asked for: the file
+# was written on another clock, and is forgotten rather than waited for.
 IMPLAUSIBLE_SECONDS = 86400.0
 # The system clock's lead on this process's monotonic clock, read once when this module is
 # first imported (before any test can freeze `time.time()`).
 _WALL_OFFSET = time.time() - time.monotonic()
 
 
+def _boot_id() -> str:
+    """This boot of the host (Linux), or "" where the system does not say."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
+BOOT = _boot_id()
+
+
 def on_grid(moment: float, rate: float) -> float:
     """The first slot at or after `moment`: the middle of an interval of the rate's grid
     (k + 0.5 s at 1/s), within a microsecond's tolerance."""
     return (math.ceil(moment * rate - 0.5 - 1e-6) + 0.5) / rate
-
-
-def wall_clock() -> float:
-    """Seconds since the epoch, on this process's monotonic clock."""
-    return time.monotonic() + _WALL_OFFSET
 
 
 def budget_path(var_dir: Path, key: str) -> Path:
@@ -109,13 +122,15 @@ class _State:
     def read(cls, text: str) -> _State:
         try:
             data = json.loads(text) if text.strip() else {}
+            if data and data.get("boot") != BOOT:
+                return cls()  # the last boot's monotonic clock: nothing to wait for
             return cls(data.get("next"), {int(m): int(n) for m, n in data.get("used", {}).items()})
         except (ValueError, TypeError, AttributeError):
             log.warning("the budget's file could not be read: taken as idle")
             return cls()
 
     def write(self) -> str:
-        return json.dumps({"next": self.next, "used": self.used}, sort_keys=True)
+        return json.dumps({"boot": BOOT, "next": self.next, "used": self.used}, sort_keys=True)
 
     def count(self, minute: int) -> None:
         self.used = {m: n for m, n in self.used.items() if m >= minute - 1}
@@ -132,35 +147,61 @@ class HostRateLimiter:
         rate: float,
         *,
         clock: Callable[[], float] | None = None,
+        wall_offset: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """`clock`: the clock every process of the host reads alike (monotonic); the wall
+        clock is `clock` plus `wall_offset` (this process's offset by default; none for an
+        injected clock)."""
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.path = path
+        self.lock_path = path.with_name(path.name + ".lock")
         self.rate = rate
         self.interval = 1.0 / rate
         self.late_limit = max(LATE_FLOOR_SECONDS, LATE_FRACTION / rate)
-        self._clock = clock or wall_clock
+        self._host_clock = clock or time.monotonic
+        if wall_offset is None:
+            wall_offset = _WALL_OFFSET if clock is None else 0.0
+        self._offset = wall_offset
         self._sleep = sleep
+
+    def _clock(self) -> float:
+        """Seconds since the epoch, on the host's clock."""
+        return self._host_clock() + self._offset
 
     @contextlib.contextmanager
     def _state(self) -> Iterator[_State]:
         """The budget's state, locked against every other caller of the host while the block
-        runs, and written back if it changed."""
+        runs, and written back if it changed; its `next` on this process's wall clock."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+", encoding="ascii") as file:
-            fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
-            file.seek(0)
-            text = file.read()
+        with open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            try:
+                text = self.path.read_text(encoding="ascii")
+            except FileNotFoundError:
+                text = ""
             state = _State.read(text)
-            if state.next is not None and state.next - self._clock() > IMPLAUSIBLE_SECONDS:
-                state.next = None
+            if state.next is not None:
+                state.next += self._offset
+                if state.next - self._clock() > IMPLAUSIBLE_SECONDS:
+                    state.next = None
             yield state
+            if state.next is not None:
+                state.next -= self._offset
             written = state.write()
             if written != text:
-                file.seek(0)
-                file.truncate()
-                file.write(written)
+                self._replace(written)
+
+    def _replace(self, text: str) -> None:
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name)
+        try:
+            with open(fd, "w", encoding="ascii") as file:
+                file.write(text)
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
     def _reserve(self, max_wait: float | None) -> float | None:
         with self._state() as state:
@@ -209,4 +250,7 @@ class HostRateLimiter:
 
     def reset(self) -> None:
         """Forget every slot taken and every hold-off (a test's budget, between tests)."""
-        self.path.unlink(missing_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.path.unlink(missing_ok=True)

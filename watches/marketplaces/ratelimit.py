@@ -396,4 +396,4 @@ def forget_limiter(key: str, rate: float) -> None:
 
     with _registry_lock:
         _registry.pop((key, rate), None)
-        budget_path(settings.VAR_DIR, key).unlink(missing_ok=True)
+        HostRateLimiter(budget_path(settings.VAR_DIR, key), rate).reset()

@@ -14,10 +14,13 @@ waits while it holds marks, so two never wait on each other.
 A mark lives as long as an answer stays fresh enough to reuse: a process that died holding
 one (or is still waiting for the marketplace) is waited for that long at most; whatever is
 still not fresh then is asked as usual — a duplicate request at worst, never a lost one.
+The marks only save requests: a cache that cannot be reached (Redis down, a full disk) marks
+nothing, and the re-check asks as it would alone.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -25,6 +28,8 @@ from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from django.core.cache import caches
+
+log = logging.getLogger("watches.polling.inflight")
 
 CACHE = "locks"
 PREFIX = "asking:"
@@ -50,26 +55,36 @@ class Marks:
         """Take this call's marks away, leaving any another process took since ours
         expired."""
         cache = caches[CACHE]
-        ours = [
-            name
-            for name, holder in cache.get_many([key(unit) for unit in self.mine]).items()
-            if holder == self.holder
-        ]
-        cache.delete_many(ours)
+        try:
+            ours = [
+                name
+                for name, holder in cache.get_many([key(unit) for unit in self.mine]).items()
+                if holder == self.holder
+            ]
+            cache.delete_many(ours)
+        except Exception:  # they expire by themselves
+            log.warning("re-check marks could not be released", exc_info=True)
         self.mine.clear()
 
 
 def mark(units: Iterable[tuple[Hashable, ...]], seconds: float) -> Marks:
     """Mark each of `units` for `seconds` (at least one) unless another process has:
-    `Marks.mine` are this call's to ask, `Marks.theirs` to wait for."""
+    `Marks.mine` are this call's to ask, `Marks.theirs` to wait for. Where the cache fails,
+    the units left are this call's, unmarked."""
     cache = caches[CACHE]
     marks = Marks(holder=uuid.uuid4().hex)
     timeout = max(1, math.ceil(seconds))
-    for unit in sorted(set(units), key=key):
-        if cache.add(key(unit), marks.holder, timeout=timeout):
-            marks.mine.add(unit)
-        else:
-            marks.theirs.add(unit)
+    left = sorted(set(units), key=key)
+    try:
+        while left:
+            if cache.add(key(left[0]), marks.holder, timeout=timeout):
+                marks.mine.add(left[0])
+            else:
+                marks.theirs.add(left[0])
+            left.pop(0)
+    except Exception:
+        log.warning("re-checks could not be marked: asked unmarked", exc_info=True)
+        marks.mine.update(left)
     return marks
 
 
@@ -81,14 +96,17 @@ def wait_for(
     pause: Callable[[float], None] | None = None,
 ) -> None:
     """Wait until no process marks any of `units`, or `seconds` have passed on `clock`
-    (monotonic)."""
+    (monotonic). A cache that cannot be read ends the wait: what is not fresh is asked."""
     cache = caches[CACHE]
     clock = clock or time.monotonic
     pause = pause or time.sleep
     until = clock() + seconds
     waiting = [key(unit) for unit in units]
-    while waiting:
-        waiting = list(cache.get_many(waiting))
-        if not waiting or clock() >= until:
+    while waiting and clock() < until:
+        try:
+            waiting = list(cache.get_many(waiting))
+        except Exception:
+            log.warning("re-check marks could not be read: not waiting", exc_info=True)
             return
-        pause(POLL_SECONDS)
+        if waiting:
+            pause(min(POLL_SECONDS, max(0.0, until - clock())))

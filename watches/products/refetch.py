@@ -11,6 +11,7 @@ both. Nothing here judges a watch: the outbox picks the best offer (`best_offer_
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from django.db import transaction
 
 from watches.marketplaces.base import FetchError, FetchResult, Observation, Offers
 from watches.models import Listing, Product
-from watches.polling.observations import observe
+from watches.polling import inflight
+from watches.polling.observations import fresh_observations, observe
 from watches.products.offers import best_offer
 from watches.products.polling import fetch_offers, offer_answers, offer_sources, save_poll_state
 
@@ -32,6 +34,14 @@ class ProductAnswer:
 
     offers: tuple[tuple[Listing, FetchResult], ...] = ()
     errors: tuple[FetchError, ...] = ()
+    # Some marketplace's part is observations already stored (a poll's, another process's),
+    # not asked for now: as old as its oldest offer's observation (`observed_at`).
+    reused: bool = False
+
+    def observed_at(self) -> dt.datetime | None:
+        """When the oldest offer in the answer was observed (None: no offer observed)."""
+        times = [r.observed_at for _, r in self.offers if isinstance(r, Observation)]
+        return min(times, default=None)
 
     def best(self, *, after_points: bool = True) -> tuple[Listing, Observation] | None:
         """The cheapest offer in stock now (after points, or by price incl. shipping where
@@ -41,38 +51,124 @@ class ProductAnswer:
         return next((pair for pair in observed if pair[1] is chosen), None)
 
 
-def refetch_products(products: Iterable[Product], now: dt.datetime) -> dict[int, ProductAnswer]:
+def refetch_products(
+    products: Iterable[Product],
+    now: dt.datetime,
+    *,
+    fresh_within: dt.timedelta | None = None,
+) -> dict[int, ProductAnswer]:
     """Ask every offer marketplace for the offers of `products` (one request per product and
     marketplace; no transaction open), keep the answers by the observation rule, and return
-    them by product id."""
+    them by product id.
+
+    With `fresh_within`, as `watches.services.refetch_or_reuse` for listings: a product whose
+    offers on a marketplace were all observed within that long of `now` (its page answered
+    by a poll, or by another dispatcher) is not asked there again, its answer those
+    observations as stored (`ProductAnswer.reused` names it); a page another process is
+    asking (`watches.polling.inflight`, one unit with the listing re-check's of the same
+    offers) is waited for and its answer reused, within the bound counted from this call's
+    start."""
+    started = time.monotonic()
     products = list(products)
     if not products:
         return {}
-    jans = [product.jan for product in products]
     offers: dict[int, list[tuple[Listing, FetchResult]]] = defaultdict(list)
     errors: dict[int, list[FetchError]] = defaultdict(list)
-    all_pairs: list[tuple[Listing, FetchResult]] = []
+    reused: set[int] = set()
     for source in offer_sources():
-        fetched = fetch_offers(source, jans)
-        pairs = offer_answers(source, products, fetched, now)
-        all_pairs.extend(pairs)
-        answered = set()
-        for listing, result in pairs:
-            assert listing.product_id is not None  # an offer of one of `products`
-            offers[listing.product_id].append((listing, result))
-            answered.add(listing.product_id)
-        for product in products:
-            answer = fetched[product.jan]
-            if isinstance(answer, FetchError) and product.pk not in answered:
-                errors[product.pk].append(answer)
-    observations = observe(all_pairs, now)
+        if fresh_within is None:
+            _ask(source, products, now, offers, errors)
+            continue
+        since = now - fresh_within
+        left = _take_fresh(source, products, since, now, offers, reused)
+        marks = inflight.mark([_unit(source, p) for p in left], fresh_within.total_seconds())
+        try:
+            mine = [p for p in left if _unit(source, p) in marks.mine]
+            # Answered by another process between the read above and our marks?
+            mine = _take_fresh(source, mine, since, now, offers, reused)
+            _ask(source, mine, now, offers, errors)  # kept before the marks go
+        finally:
+            marks.release()
+        theirs = [p for p in left if _unit(source, p) in marks.theirs]
+        if theirs:
+            waited = time.monotonic() - started
+            inflight.wait_for(marks.theirs, fresh_within.total_seconds() - waited)
+            theirs = _take_fresh(source, theirs, since, now, offers, reused)
+            _ask(source, theirs, now, offers, errors)
+    return {
+        product.pk: ProductAnswer(
+            tuple(offers[product.pk]), tuple(errors[product.pk]), reused=product.pk in reused
+        )
+        for product in products
+    }
+
+
+def _unit(source: str, product: Product) -> tuple[str, str, int]:
+    # The unit `watches.polling.feeds.listing_units` gives a listing of the product's offers.
+    return ("offers", source, product.pk)
+
+
+def _ask(
+    source: str,
+    products: list[Product],
+    now: dt.datetime,
+    offers: dict[int, list[tuple[Listing, FetchResult]]],
+    errors: dict[int, list[FetchError]],
+) -> None:
+    """Ask `source` for the offers of `products` and keep the answers by the observation
+    rule, with the products' poll state (a reused product's is the poll's, and is not
+    written back over a later one): each offer's answer added to `offers`, the error of a
+    product it could not answer to `errors`."""
+    if not products:
+        return
+    fetched = fetch_offers(source, [product.jan for product in products])
+    pairs = offer_answers(source, products, fetched, now)
+    answered = set()
+    for listing, result in pairs:
+        assert listing.product_id is not None  # an offer of one of `products`
+        offers[listing.product_id].append((listing, result))
+        answered.add(listing.product_id)
+    for product in products:
+        answer = fetched[product.jan]
+        if isinstance(answer, FetchError) and product.pk not in answered:
+            errors[product.pk].append(answer)
+    observations = observe(pairs, now)
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
-    return {
-        product.pk: ProductAnswer(tuple(offers[product.pk]), tuple(errors[product.pk]))
-        for product in products
-    }
+
+
+def _take_fresh(
+    source: str,
+    products: list[Product],
+    since: dt.datetime,
+    now: dt.datetime,
+    offers: dict[int, list[tuple[Listing, FetchResult]]],
+    reused: set[int],
+) -> list[Product]:
+    """Take the products whose every offer on `source`'s page was observed (not failed) at
+    or after `since` — their answer those observations, added to `offers` — and return the
+    rest. A product with no offer there is never fresh: nothing says its page was read."""
+    if not products:
+        return []
+    by_product: dict[int, list[Listing]] = defaultdict(list)
+    for listing in Listing.objects.filter(
+        source=source, product__in=products, paused=False, beyond_product_page=False
+    ).order_by("id"):
+        assert listing.product_id is not None
+        by_product[listing.product_id].append(listing)
+    fresh = fresh_observations(
+        [listing for group in by_product.values() for listing in group], since, now=now
+    )
+    left = []
+    for product in products:
+        group = by_product.get(product.pk, [])
+        if group and all(listing.id in fresh for listing in group):
+            offers[product.pk].extend((listing, fresh[listing.id]) for listing in group)
+            reused.add(product.pk)
+        else:
+            left.append(product)
+    return left
 
 
 def offers_together(source: str, listings: Iterable[Listing]) -> dict[int, Observation]:
