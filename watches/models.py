@@ -97,6 +97,37 @@ class Product(models.Model):
         products_changed([self.pk])
 
 
+class OfferPage(models.Model):
+    """When one marketplace's page of a product's offers was last read whole — by a poll, or
+    by the dispatcher's re-check of its product watches (`watches.products.polling`): every
+    offer it showed was observed then, and any it showed that we did not know became a
+    listing. The offers' own state alone cannot say so: a shop's feed or an item request
+    may have observed each known offer since, never the shop that started selling it. A
+    re-check takes the stored offers as its answer only within its bound of this read
+    (`watches.products.refetch`)."""
+
+    product = models.ForeignKey(
+        Product,
+        verbose_name=_("product"),
+        on_delete=models.CASCADE,
+        related_name="pages",
+        # The (product, source) constraint's index leads with it.
+        db_index=False,
+    )
+    source = models.CharField(verbose_name=_("marketplace"), max_length=20, choices=Source.choices)
+    read_at = models.DateTimeField(verbose_name=_("read at"))
+
+    class Meta:
+        verbose_name = _("page of offers")
+        verbose_name_plural = _("pages of offers")
+        constraints = [
+            models.UniqueConstraint(fields=["product", "source"], name="offerpage_product_source"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.product_id}"
+
+
 class Listing(models.Model):
     """One item on one marketplace, with its price and stock as last seen. When its JAN code
     is known it is one shop's offer of a `Product`."""

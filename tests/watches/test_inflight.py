@@ -248,23 +248,55 @@ def test_a_product_with_one_offer_not_observed_since_is_asked(offers, ichiba, ti
     assert not answer.reused
 
 
-def test_a_products_recheck_waits_for_the_page_a_listings_recheck_is_asking(
-    offers, ichiba, monkeypatch
+@pytest.mark.parametrize(
+    ("other", "asked_again"),
+    [
+        # Another dispatcher's product re-check reads the page whole: its answer is ours.
+        ("product", False),
+        # A listing re-check of the same offers asks the same page (one unit, so we wait),
+        # but keeps only its batch's offers: a shop we do not know could be on it, unseen.
+        ("listings", True),
+    ],
+)
+def test_a_products_recheck_waits_for_the_page_another_dispatcher_is_asking(
+    offers, ichiba, monkeypatch, other, asked_again
 ):
-    # Another dispatcher re-checks listing watches on the same offers: one unit, one page.
     theirs = inflight.mark([unit(offers)], BOUND.total_seconds())
 
     def the_other_dispatcher_answers(seconds: float) -> None:
-        services.refetch(loaded(), T0)
+        if other == "product":
+            services.refetch_products([offers], T0)
+        else:
+            services.refetch(loaded(), T0)
         theirs.release()
 
     waiting_with(monkeypatch, pause=the_other_dispatcher_answers)
 
     [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
 
-    assert keyword_requests(ichiba) == [JAN], "the page asked once, by the other dispatcher"
-    assert answer.reused
+    assert keyword_requests(ichiba) == [JAN] * (2 if asked_again else 1)
+    assert answer.reused is not asked_again
     assert {result.price for _, result in answer.offers} == {900}
+
+
+def test_offers_each_observed_since_do_not_stand_for_a_page_not_read_since(
+    offers, ichiba, time_machine
+):
+    # A shop began selling it at 850 after its page was last read; each known offer was
+    # observed 10 s ago by requests of their own (a listing re-check, a shop's feed).
+    poll_offers_at(offers, T0 - dt.timedelta(minutes=10), time_machine)
+    ichiba.add("shop9:scottie-12", price=850, jan=JAN)
+    time_machine.move_to(T0 - dt.timedelta(seconds=10), tick=False)
+    services.refetch(loaded(), T0 - dt.timedelta(seconds=10))
+    time_machine.move_to(T0, tick=False)
+    ichiba.requests.clear()
+
+    [answer] = services.refetch_products([offers], T0, fresh_within=BOUND).values()
+
+    assert keyword_requests(ichiba) == [JAN], "the page asked: it was not read within the bound"
+    assert not answer.reused
+    best = answer.best()
+    assert best is not None and best[0].item_code == "shop9:scottie-12"
 
 
 def test_a_products_recheck_marks_its_page_while_it_asks(offers, ichiba, monkeypatch):

@@ -22,7 +22,12 @@ from watches.models import Listing, Product
 from watches.pages import pagecache
 from watches.polling.observations import observe
 from watches.products.jan import InvalidJAN, normalise_jan
-from watches.products.polling import fetch_offers, offer_answers, offer_sources
+from watches.products.polling import (
+    fetch_offers,
+    note_pages_read,
+    offer_answers,
+    offer_sources,
+)
 
 log = logging.getLogger("watches.products.intake")
 
@@ -130,7 +135,9 @@ def _new_product(jan: str) -> Product:
     now = timezone.now()
     for source, answer in answers.items():
         pairs = offer_answers(source, [product], {jan: answer}, now)
-        observe(pairs, now).save()
+        with transaction.atomic():
+            observe(pairs, now).save()
+            note_pages_read(source, [product], {jan: answer}, now)
     Product.objects.filter(pk=product.pk).update(last_polled_at=now, last_error=product.last_error)
     pk = product.pk
     transaction.on_commit(lambda: pagecache.products_changed([pk]))

@@ -50,7 +50,7 @@ from watches.marketplaces.base import (
     get_marketplace,
 )
 from watches.missed import record_missed
-from watches.models import Listing, Product, Watch
+from watches.models import Listing, OfferPage, Product, Watch
 from watches.pages import pagecache
 from watches.polling.observations import ask, observe
 from watches.polling.poll import PollResult, judge_listings, points_facts
@@ -153,6 +153,7 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
+        note_pages_read(source, products, answers, now)
         result.enqueued = enqueue_many([*detections, *for_products], now=now)
         record_missed([*missed, *missed_products])
         update_by_id(Watch, ("listing",), moves)
@@ -172,6 +173,20 @@ def save_poll_state(products: Iterable[Product]) -> None:
     # Their pages say when every shop was last asked.
     ids = [p.pk for p in products]
     transaction.on_commit(lambda: pagecache.products_changed(ids))
+
+
+def note_pages_read(
+    source: str, products: Iterable[Product], answers: Mapping[str, OffersResult], now: dt.datetime
+) -> None:
+    """Record that `source`'s page of offers of each of `products` it answered was read whole
+    at `now` (`OfferPage`); with the observations `offer_answers` gave, in their transaction."""
+    read = [product for product in products if isinstance(answers[product.jan], Offers)]
+    OfferPage.objects.bulk_create(
+        [OfferPage(product=product, source=source, read_at=now) for product in read],
+        update_conflicts=True,
+        unique_fields=["product", "source"],
+        update_fields=["read_at"],
+    )
 
 
 def offer_answers(

@@ -18,12 +18,18 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from watches.marketplaces.base import FetchError, FetchResult, Observation, Offers
-from watches.models import Listing, Product
+from watches.marketplaces.base import FetchError, FetchResult, Observation, Offers, Shape
+from watches.models import Listing, OfferPage, Product
 from watches.polling import inflight
 from watches.polling.observations import fresh_observations, observe
 from watches.products.offers import best_offer
-from watches.products.polling import fetch_offers, offer_answers, offer_sources, save_poll_state
+from watches.products.polling import (
+    fetch_offers,
+    note_pages_read,
+    offer_answers,
+    offer_sources,
+    save_poll_state,
+)
 
 
 @dataclass(frozen=True)
@@ -132,10 +138,11 @@ def _ask(
         answer = fetched[product.jan]
         if isinstance(answer, FetchError) and product.pk not in answered:
             errors[product.pk].append(answer)
-    observations = observe(pairs, now)
+    observations = observe(pairs, now, via=Shape.PRODUCT)
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
+        note_pages_read(source, products, fetched, now)
 
 
 def _take_fresh(
@@ -146,14 +153,21 @@ def _take_fresh(
     offers: dict[int, list[tuple[Listing, FetchResult]]],
     reused: set[int],
 ) -> list[Product]:
-    """Take the products whose every offer on `source`'s page was observed (not failed) at
-    or after `since` — their answer those observations, added to `offers` — and return the
-    rest. A product with no offer there is never fresh: nothing says its page was read."""
+    """Take the products whose page of offers on `source` was read whole at or after `since`
+    (`OfferPage`: any shop that began selling it is known) and whose every offer that page
+    reaches was observed (not failed) since — their answer those observations, added to
+    `offers` — and return the rest."""
     if not products:
         return []
+    read = set(
+        OfferPage.objects.filter(
+            source=source, product__in=products, read_at__gte=since
+        ).values_list("product_id", flat=True)
+    )
+    products_read = [product for product in products if product.pk in read]
     by_product: dict[int, list[Listing]] = defaultdict(list)
     for listing in Listing.objects.filter(
-        source=source, product__in=products, paused=False, beyond_product_page=False
+        source=source, product__in=products_read, paused=False, beyond_product_page=False
     ).order_by("id"):
         assert listing.product_id is not None
         by_product[listing.product_id].append(listing)
@@ -163,7 +177,7 @@ def _take_fresh(
     left = []
     for product in products:
         group = by_product.get(product.pk, [])
-        if group and all(listing.id in fresh for listing in group):
+        if product.pk in read and all(listing.id in fresh for listing in group):
             offers[product.pk].extend((listing, fresh[listing.id]) for listing in group)
             reused.add(product.pk)
         else:
