@@ -68,12 +68,12 @@ def refetch_products(
     them by product id.
 
     With `fresh_within`, as `watches.services.refetch_or_reuse` for listings: a product whose
-    offers on a marketplace were all observed within that long of `now` (its page answered
-    by a poll, or by another dispatcher) is not asked there again, its answer those
-    observations as stored (`ProductAnswer.reused` names it); a page another process is
-    asking (`watches.polling.inflight`, one unit with the listing re-check's of the same
-    offers) is waited for and its answer reused, within the bound counted from this call's
-    start."""
+    page of offers on a marketplace was read whole within that long of `now` (by a poll, or
+    another dispatcher: `OfferPage`), every offer on it observed since, is not asked there
+    again, its answer those observations as stored (`ProductAnswer.reused` names it); a page
+    another process is asking (`watches.polling.inflight`, one unit with the listing
+    re-check's of the same offers) is waited for, within the bound counted from this call's
+    start, and its answer reused where it read the page whole."""
     started = time.monotonic()
     products = list(products)
     if not products:
