@@ -131,31 +131,25 @@ def refetch_or_reuse(
     if not listings:
         return results, reused
     units = feeds.listing_units(listings)
-    marks = inflight.mark(units.values(), fresh_within.total_seconds())
-    try:
-        mine = [listing for listing in listings if units[listing.id] in marks.mine]
-        if mine:
-            # Another process may have answered, and taken its marks away, between the
-            # read above (or the caller's) and our marks: what it stored is read now (their
-            # ids first: as a rule there are none).
-            answered = observed_since(mine, now - fresh_within)
-            found = fresh_observations(answered, now - fresh_within, now=now)
-            results.update(found)
-            reused.update(found)
-            mine = [listing for listing in mine if listing.id not in found]
-        results.update(_ask(mine, now))
-    finally:
-        marks.release()
-    theirs = [listing for listing in listings if units[listing.id] in marks.theirs]
-    if theirs:
-        # The bound counts from this call's start: its own answers must stay fresh too.
-        waited = time.monotonic() - started
-        inflight.wait_for(marks.theirs, fresh_within.total_seconds() - waited)
-        # Read again: the other process stored what it observed.
-        found = fresh_observations(theirs, now - fresh_within, now=now)
+    since = now - fresh_within
+
+    def take_fresh(some: list[Listing]) -> list[Listing]:
+        # Another process may have answered, and taken its marks away, since the read
+        # above (or the caller's): what it stored is read now (their ids first: as a rule
+        # there are none).
+        found = fresh_observations(observed_since(some, since), since, now=now)
         results.update(found)
         reused.update(found)
-        results.update(_ask([listing for listing in theirs if listing.id not in found], now))
+        return [listing for listing in some if listing.id not in found]
+
+    inflight.ask_once(
+        listings,
+        lambda listing: units[listing.id],
+        take_fresh,
+        lambda some: results.update(_ask(some, now)),
+        fresh_within.total_seconds(),
+        started,
+    )
     return results, reused
 
 

@@ -24,12 +24,15 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Collection, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from django.core.cache import caches
 
 log = logging.getLogger("watches.polling.inflight")
+
+T = TypeVar("T")
 
 CACHE = "locks"
 PREFIX = "asking:"
@@ -74,17 +77,16 @@ def mark(units: Iterable[tuple[Hashable, ...]], seconds: float) -> Marks:
     cache = caches[CACHE]
     marks = Marks(holder=uuid.uuid4().hex)
     timeout = max(1, math.ceil(seconds))
-    left = sorted(set(units), key=key)
+    ordered = sorted(set(units), key=key)
+    done = 0
     try:
-        while left:
-            if cache.add(key(left[0]), marks.holder, timeout=timeout):
-                marks.mine.add(left[0])
-            else:
-                marks.theirs.add(left[0])
-            left.pop(0)
+        for unit in ordered:
+            added = cache.add(key(unit), marks.holder, timeout=timeout)
+            (marks.mine if added else marks.theirs).add(unit)
+            done += 1
     except Exception:
         log.warning("re-checks could not be marked: asked unmarked", exc_info=True)
-        marks.mine.update(left)
+        marks.mine.update(ordered[done:])
     return marks
 
 
@@ -110,3 +112,28 @@ def wait_for(
             return
         if waiting:
             pause(min(POLL_SECONDS, max(0.0, until - clock())))
+
+
+def ask_once(
+    items: Sequence[T],
+    unit_of: Callable[[T], tuple[Hashable, ...]],
+    take_fresh: Callable[[list[T]], list[T]],
+    ask: Callable[[list[T]], None],
+    seconds: float,
+    started: float,
+) -> None:
+    """The re-check's step for `items` not fresh when read (listings, or products by
+    marketplace): mark their units; of those marked here, take what another process answered
+    since the read (`take_fresh` keeps those answers and returns the rest) and `ask` the
+    rest, keeping the answers before the marks go; then wait for the units others marked —
+    for what is left of `seconds` since `started` (monotonic), this call's own answers must
+    stay fresh too — take what they answered, and ask the rest."""
+    marks = mark([unit_of(item) for item in items], seconds)
+    try:
+        ask(take_fresh([item for item in items if unit_of(item) in marks.mine]))
+    finally:
+        marks.release()
+    theirs = [item for item in items if unit_of(item) in marks.theirs]
+    if theirs:
+        wait_for(marks.theirs, seconds - (time.monotonic() - started))
+        ask(take_fresh(theirs))

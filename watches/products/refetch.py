@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import transaction
 
@@ -86,21 +87,17 @@ def refetch_products(
             _ask(source, products, now, offers, errors)
             continue
         since = now - fresh_within
-        left = _take_fresh(source, products, since, now, offers, reused)
-        marks = inflight.mark([_unit(source, p) for p in left], fresh_within.total_seconds())
-        try:
-            mine = [p for p in left if _unit(source, p) in marks.mine]
-            # Answered by another process between the read above and our marks?
-            mine = _take_fresh(source, mine, since, now, offers, reused)
-            _ask(source, mine, now, offers, errors)  # kept before the marks go
-        finally:
-            marks.release()
-        theirs = [p for p in left if _unit(source, p) in marks.theirs]
-        if theirs:
-            waited = time.monotonic() - started
-            inflight.wait_for(marks.theirs, fresh_within.total_seconds() - waited)
-            theirs = _take_fresh(source, theirs, since, now, offers, reused)
-            _ask(source, theirs, now, offers, errors)
+        take_fresh = partial(
+            _take_fresh, source, since=since, now=now, offers=offers, reused=reused
+        )
+        inflight.ask_once(
+            take_fresh(products),
+            partial(_unit, source),
+            take_fresh,
+            partial(_ask, source, now=now, offers=offers, errors=errors),
+            fresh_within.total_seconds(),
+            started,
+        )
     return {
         product.pk: ProductAnswer(
             tuple(offers[product.pk]), tuple(errors[product.pk]), reused=product.pk in reused
