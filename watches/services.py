@@ -44,6 +44,7 @@ from decimal import Decimal
 from django.db import transaction
 from django.db.models import Q
 from django.dispatch import Signal
+from django.utils import timezone
 
 from common.bulk import update_by_id
 from watches.email_address import record_bounces, unsubscribe_token
@@ -124,7 +125,7 @@ def refetch_or_reuse(
     listings = list(listings)
     results: dict[int, FetchResult] = {}
     if fresh_within is None:
-        return _ask(listings, now), set()
+        return _ask(listings), set()
     results.update(fresh_observations(listings, now - fresh_within, as_loaded=as_loaded, now=now))
     listings = [listing for listing in listings if listing.id not in results]
     reused = set(results)
@@ -146,16 +147,17 @@ def refetch_or_reuse(
         listings,
         lambda listing: units[listing.id],
         take_fresh,
-        lambda some: results.update(_ask(some, now)),
+        lambda some: results.update(_ask(some)),
         fresh_within.total_seconds(),
         started,
     )
     return results, reused
 
 
-def _ask(listings: list[Listing], now: dt.datetime) -> dict[int, FetchResult]:
+def _ask(listings: list[Listing]) -> dict[int, FetchResult]:
     """Ask each listing's marketplace about it now, each answer kept by the observation
-    rule; the answers by listing id."""
+    rule (stamped when answered: the budget or another process's mark may have held the
+    asks well after the re-check began); the answers by listing id."""
     by_source: dict[str, list[Listing]] = defaultdict(list)
     for listing in listings:
         by_source[listing.source].append(listing)
@@ -179,6 +181,7 @@ def _ask(listings: list[Listing], now: dt.datetime) -> dict[int, FetchResult]:
         fetched = fetch(source, [listing.item_code for listing in alone])
         answers.extend((listing, fetched[listing.item_code]) for listing in alone)
     results: dict[int, FetchResult] = {}
+    now = timezone.now()
     # The dispatcher judges no trigger on the history: the rule's cheaper read will do.
     for batch, via in (
         (on_offers, Shape.PRODUCT),

@@ -12,13 +12,15 @@ import zoneinfo
 
 import pytest
 from django.core.cache import caches
+from django.db import transaction
 
 from tests.factories import ichiba_offers
 from tests.fakes.clock import FakeClock
 from watches import services
-from watches.marketplaces.base import FetchKind, Observation
-from watches.models import Listing, Product
+from watches.marketplaces.base import FetchKind, Observation, Offers
+from watches.models import Listing, OfferPage, Product
 from watches.polling import inflight
+from watches.products.polling import note_pages_read, save_poll_state
 
 pytestmark = pytest.mark.django_db
 
@@ -112,9 +114,9 @@ def test_a_recheck_marks_what_it_asks_while_it_asks_and_not_after(offers, ichiba
     seen: list[object] = []
     ask = services._ask
 
-    def asking(listings, now):
+    def asking(listings):
         seen.append(caches[inflight.CACHE].get(inflight.key(unit(offers))))
-        return ask(listings, now)
+        return ask(listings)
 
     monkeypatch.setattr(services, "_ask", asking)
 
@@ -126,7 +128,7 @@ def test_a_recheck_marks_what_it_asks_while_it_asks_and_not_after(offers, ichiba
 
 
 def test_a_recheck_that_fails_while_asking_leaves_no_mark_behind(offers, monkeypatch):
-    def crash(listings, now):
+    def crash(listings):
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(services, "_ask", crash)
@@ -317,3 +319,35 @@ def test_a_products_recheck_marks_its_page_while_it_asks(offers, ichiba, monkeyp
     assert len(seen) == 1 and seen[0] is not None, "marked while asking"
     assert caches[inflight.CACHE].get(inflight.key(unit(offers))) is None, "and not after"
     assert not answer.reused
+
+
+def test_a_products_recheck_records_its_read_at_the_answers_moment_not_the_cycles(
+    offers, ichiba, time_machine
+):
+    # The cycle began at T0; the budget (or another dispatcher's mark) held the ask 20 s.
+    asked = T0 + dt.timedelta(seconds=20)
+    time_machine.move_to(asked, tick=False)
+
+    services.refetch_products([offers], T0, fresh_within=BOUND)
+
+    assert OfferPage.objects.get(product=offers, source="rakuten").read_at == asked
+    assert {listing.last_polled_at for listing in loaded()} == {asked}
+
+
+def test_a_read_saved_after_a_later_one_does_not_move_the_page_or_the_product_back(
+    offers, ichiba, time_machine
+):
+    later, earlier = T0 + dt.timedelta(seconds=30), T0 + dt.timedelta(seconds=20)
+    time_machine.move_to(later, tick=False)
+    services.refetch_products([offers], later)  # a poll, answered last
+    offers.refresh_from_db()
+    answer = Offers(jan=JAN, offers=(), observed_at=earlier)
+    offers.last_polled_at, offers.last_error = earlier, "rakuten bad_response: older"
+
+    with transaction.atomic():  # a re-check answered first, saved after
+        note_pages_read("rakuten", [offers], {JAN: answer})
+        save_poll_state([offers])
+
+    assert OfferPage.objects.get(product=offers, source="rakuten").read_at == later
+    offers.refresh_from_db()
+    assert (offers.last_polled_at, offers.last_error) == (later, "")

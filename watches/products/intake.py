@@ -137,7 +137,7 @@ def _new_product(jan: str) -> Product:
         pairs = offer_answers(source, [product], {jan: answer}, now)
         with transaction.atomic():
             observe(pairs, now).save()
-            note_pages_read(source, [product], {jan: answer}, now)
+            note_pages_read(source, [product], {jan: answer})
     Product.objects.filter(pk=product.pk).update(last_polled_at=now, last_error=product.last_error)
     pk = product.pk
     transaction.on_commit(lambda: pagecache.products_changed([pk]))

@@ -153,7 +153,7 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
-        note_pages_read(source, products, answers, now)
+        note_pages_read(source, products, answers)
         result.enqueued = enqueue_many([*detections, *for_products], now=now)
         record_missed([*missed, *missed_products])
         update_by_id(Watch, ("listing",), moves)
@@ -163,12 +163,14 @@ def poll_product_batch(source: str, ids: Sequence[int]) -> PollResult:
 
 def save_poll_state(products: Iterable[Product]) -> None:
     """Write each product's poll state (when asked, and the error an answer left) as
-    `offer_answers` set it in memory."""
+    `offer_answers` set it in memory — unless a later ask's is stored already (a poll that
+    answered while a re-check waited for the budget)."""
     products = list(products)
     update_by_id(
         Product,
         ("last_polled_at", "last_error"),
         ((p.pk, (p.last_polled_at, p.last_error)) for p in products),
+        unless_later="last_polled_at",
     )
     # Their pages say when every shop was last asked.
     ids = [p.pk for p in products]
@@ -176,16 +178,38 @@ def save_poll_state(products: Iterable[Product]) -> None:
 
 
 def note_pages_read(
-    source: str, products: Iterable[Product], answers: Mapping[str, OffersResult], now: dt.datetime
+    source: str, products: Iterable[Product], answers: Mapping[str, OffersResult]
 ) -> None:
     """Record that `source`'s page of offers of each of `products` it answered was read whole
-    at `now` (`OfferPage`); with the observations `offer_answers` gave, in their transaction."""
-    read = [product for product in products if isinstance(answers[product.jan], Offers)]
+    when the marketplace answered it (`OfferPage`), with the observations `offer_answers`
+    gave, in their transaction — never moving a later read's moment back."""
+    read = {
+        product.pk: answer.observed_at
+        for product in products
+        if isinstance(answer := answers[product.jan], Offers)
+    }
+    if not read:
+        return
+    stored = dict(
+        OfferPage.objects.filter(source=source, product_id__in=list(read)).values_list(
+            "product_id", "pk"
+        )
+    )
+    update_by_id(
+        OfferPage,
+        ("read_at",),
+        [(pk, (read[product_id],)) for product_id, pk in stored.items()],
+        unless_later="read_at",
+    )
+    # A page another process recorded first since the read above keeps its moment (one
+    # request more, at worst, for the next re-check that finds it older).
     OfferPage.objects.bulk_create(
-        [OfferPage(product=product, source=source, read_at=now) for product in read],
-        update_conflicts=True,
-        unique_fields=["product", "source"],
-        update_fields=["read_at"],
+        [
+            OfferPage(product_id=pk, source=source, read_at=at)
+            for pk, at in read.items()
+            if pk not in stored
+        ],
+        ignore_conflicts=True,
     )
 
 

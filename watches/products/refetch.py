@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from django.db import transaction
+from django.utils import timezone
 
 from watches.marketplaces.base import FetchError, FetchResult, Observation, Offers, Shape
 from watches.models import Listing, OfferPage, Product
@@ -84,7 +85,7 @@ def refetch_products(
     reused: set[int] = set()
     for source in offer_sources():
         if fresh_within is None:
-            _ask(source, products, now, offers, errors)
+            _ask(source, products, offers, errors)
             continue
         since = now - fresh_within
         take_fresh = partial(
@@ -94,7 +95,7 @@ def refetch_products(
             take_fresh(products),
             partial(_unit, source),
             take_fresh,
-            partial(_ask, source, now=now, offers=offers, errors=errors),
+            partial(_ask, source, offers=offers, errors=errors),
             fresh_within.total_seconds(),
             started,
         )
@@ -114,7 +115,6 @@ def _unit(source: str, product: Product) -> tuple[str, str, int]:
 def _ask(
     source: str,
     products: list[Product],
-    now: dt.datetime,
     offers: dict[int, list[tuple[Listing, FetchResult]]],
     errors: dict[int, list[FetchError]],
 ) -> None:
@@ -125,6 +125,9 @@ def _ask(
     if not products:
         return
     fetched = fetch_offers(source, [product.jan for product in products])
+    # Stamped when answered, as a poll's are: the budget or another process's mark may have
+    # held the ask well after the re-check began.
+    now = timezone.now()
     pairs = offer_answers(source, products, fetched, now)
     answered = set()
     for listing, result in pairs:
@@ -139,7 +142,7 @@ def _ask(
     with transaction.atomic():
         observations.save()
         save_poll_state(products)
-        note_pages_read(source, products, fetched, now)
+        note_pages_read(source, products, fetched)
 
 
 def _take_fresh(
