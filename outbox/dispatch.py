@@ -270,13 +270,18 @@ def _recheck(
     offers, asked_products = _refetch_products(
         cycle, {row.watch.product_id for row in rows if row.watch.product_id}, within
     )
-    decisions.update(
-        decide(
-            rows,
-            {pk: result for pk, (_, result) in fresh.items()},
-            {pk: answer for pk, (_, answer) in offers.items()},
-        )
+    checked = cycle.clock()
+    decided = decide(
+        rows,
+        {pk: result for pk, (_, result) in fresh.items()},
+        {pk: answer for pk, (_, answer) in offers.items()},
     )
+    for decision in decided.values():
+        if decision.to == Status.RETRY:
+            # Its backoff, or a halted marketplace's next probe, counts from the answers it
+            # got, not from when the batch is recorded after its deliveries.
+            decision.answered_at = checked
+    decisions.update(decided)
     now_asked: set[int] = set()
     for row in rows:
         product = row.watch.product_id

@@ -10,7 +10,9 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
    product watch's row is judged on its product's best offer in stock now
    (`watches.services.refetch_products`),
    whichever shop that is: no shop in stock is `out_of_stock`, the best one above the line
-   `condition_lost`, and a marketplace that could not answer at all an error kind as above;
+   `condition_lost` — unless a marketplace could not answer (it may hold the better offer,
+   the very one detected perhaps): then its error decides, as above, one that waits (a
+   halt) before a transient one;
 6. the trigger is judged again on the fresh value (`watches.triggers.recheck`), as detection
    judged it — after points for a watch after points, the member-only points counted for a
    device that says it is a member: a campaign that ended since detection is `points_ended`;
@@ -134,22 +136,9 @@ def _decide(
     seen: set[tuple[int, str]],
     language: str,
 ) -> Decision:
-    listing, result = _fresh(row, fetched, offers)
+    listing, result, unanswered = _fresh(row, fetched, offers)
     if isinstance(result, FetchError):
-        to, reason = FETCH_OUTCOME[result.kind]
-        if result.ours:
-            # Nobody asked the shop: our shared limiter was out. The row waits for it, as
-            # long as it takes, and is judged on a fresh answer once it is back.
-            to, reason = Status.RETRY, Reason.BUDGET_UNAVAILABLE
-        return Decision(
-            to,
-            reason,
-            result.detail,
-            {"fetch_error": result.kind.value, "detail": result.detail},
-            retry_after=result.retry_after,
-            counted=reason not in WAITING,
-            due_in=result.retry_after if reason in WAITING_UNTIL_SAID else None,
-        )
+        return _failed(result)
     watch = row.watch
     judgement = recheck(
         watch,
@@ -165,6 +154,10 @@ def _decide(
         "line": _str(judgement.line),
     }
     key = (row.watch_id, row.channel)
+    if not judgement.holds and unanswered is not None:
+        # Not on the offers answered, but a marketplace that could not answer may hold a
+        # cheaper one (the very offer detected, perhaps): ask again rather than drop.
+        return _failed(unanswered)
     if judgement.holds and key in seen:
         judgement = Judgement(False, Reason.ALREADY_NOTIFIED, judgement.value, judgement.line)
     if not judgement.holds:
@@ -177,25 +170,50 @@ def _decide(
     )
 
 
+def _failed(error: FetchError) -> Decision:
+    """Where a row goes when the answer it needs is `error`."""
+    to, reason = FETCH_OUTCOME[error.kind]
+    if error.ours:
+        # Nobody asked the shop: our shared limiter was out. The row waits for it, as long
+        # as it takes, and is judged on a fresh answer once it is back.
+        to, reason = Status.RETRY, Reason.BUDGET_UNAVAILABLE
+    return Decision(
+        to,
+        reason,
+        error.detail,
+        {"fetch_error": error.kind.value, "detail": error.detail},
+        retry_after=error.retry_after,
+        counted=reason not in WAITING,
+        due_in=error.retry_after if reason in WAITING_UNTIL_SAID else None,
+    )
+
+
 def _fresh(
     row: Outbox, fetched: Mapping[int, FetchResult], offers: Mapping[int, ProductAnswer]
-) -> tuple[Listing, FetchResult]:
+) -> tuple[Listing, FetchResult, FetchError | None]:
     """The listing a row is judged on and its fresh answer: a listing watch's own listing;
-    for a product watch, the best offer in stock now, of whichever shop."""
+    for a product watch, the best offer in stock now, of whichever shop — and the error of a
+    marketplace that could not say whether it has a better one (None: every one answered)."""
     watch = row.watch
     if not watch.product_id:
-        return watch.listing, fetched.get(watch.listing_id) or _NO_ANSWER
+        return watch.listing, fetched.get(watch.listing_id) or _NO_ANSWER, None
     answer = offers.get(watch.product_id)
     if answer is None:
-        return watch.listing, _NO_ANSWER
+        return watch.listing, _NO_ANSWER, None
+    failed = [error for error in answer.errors if error.kind != FetchKind.EMPTY]
+    # One that waits on what no retry cures (a halted marketplace, our limiter) before a
+    # transient one: a row held for a halt is never `failed` for another's 5xx meanwhile.
+    unanswered = min(failed, key=lambda error: not _waits(error), default=None)
     best = answer.best(after_points=watch.after_points)
     if best is not None:
-        return best
-    failed = [error for error in answer.errors if error.kind != FetchKind.EMPTY]
-    if failed:
-        # A marketplace could not say whether it has an offer: ask again rather than drop.
-        return watch.listing, failed[0]
-    return watch.listing, _NO_SHOP
+        return *best, unanswered
+    if unanswered is not None:
+        return watch.listing, unanswered, unanswered
+    return watch.listing, _NO_SHOP, None
+
+
+def _waits(error: FetchError) -> bool:
+    return error.ours or FETCH_OUTCOME[error.kind][1] in WAITING
 
 
 def _str(value) -> str | None:

@@ -201,7 +201,7 @@ def test_a_dispatcher_that_finds_the_probe_in_flight_asks_again_soon(
     # Its probe is answered: the halt lifts, and the row goes out on its next attempt.
     fix(ichiba)
     answered = RakutenMarketplace().fetch([OTHER])
-    halts.record("rakuten", answered, at(PROBE), probe=True)
+    halts.record("rakuten", answered, at(PROBE), probe=MarketplaceHalt.objects.get())
     assert not MarketplaceHalt.objects.exists()
     clock.move_to(at(PROBE + halts.PROBE_ANSWER_WAIT), tick=False)
     run_cycle()
@@ -259,3 +259,151 @@ def test_a_product_watch_waits_for_a_halted_offer_marketplace(
     assert row.status == Status.SENT
     ((_, message),) = recording_channel.delivered
     assert message.price == 460
+
+
+def offers_on_both(ichiba, yahoo, *, rakuten_price: int = 700) -> Watch:
+    """A product sold at ¥480 on Yahoo (the offer detected under the ¥500 line) and at
+    `rakuten_price` on Rakuten, and a watch of it."""
+    yahoo.add("yasu-store_tp-12r", jan=JAN, price=480)
+    ichiba.add(CODE, jan=JAN, price=rakuten_price)
+    product = Product.objects.create(jan=JAN, name="トイレットペーパー 12ロール")
+    cheap = ListingFactory(
+        source="yahoo",
+        item_code="yasu-store_tp-12r",
+        product=product,
+        jan=JAN,
+        price=480,
+        units_per_pack=None,
+    )
+    ListingFactory(
+        source="rakuten",
+        item_code=CODE,
+        product=product,
+        jan=JAN,
+        price=rakuten_price,
+        units_per_pack=None,
+    )
+    return Watch.objects.create(
+        device=DeviceFactory(), listing=cheap, product=product, target_price=500
+    )
+
+
+def test_a_product_row_waits_for_the_halted_marketplace_that_held_its_cheap_offer(
+    clock, ichiba, yahoo, recording_channel, settings
+):
+    """Rakuten's offer alone is above the line; Yahoo's, the one detected, cannot be read:
+    not `condition_lost` on what is known, but held until Yahoo answers."""
+    row = enqueue_for(offers_on_both(ichiba, yahoo), price=480, line="500")
+    registered, settings.YAHOO_APP_ID = settings.YAHOO_APP_ID, "not-registered"
+
+    run_cycle()
+
+    row.refresh_from_db()
+    assert MarketplaceHalt.objects.get().source == "yahoo"
+    assert (row.status, row.reason, row.retry_count) == (
+        Status.RETRY,
+        Reason.MARKETPLACE_HALTED,
+        0,
+    )
+    assert "YAHOO_APP_ID" in row.detail
+    # Yahoo answers again, its offer still at ¥480: the row goes out on it.
+    settings.YAHOO_APP_ID = registered
+    clock.move_to(at(PROBE), tick=False)
+    run_cycle()
+    row.refresh_from_db()
+    assert row.status == Status.SENT
+    assert row.sent_message["price"] == 480
+
+
+def test_a_product_row_on_offers_that_hold_goes_out_though_another_marketplace_is_halted(
+    clock, ichiba, yahoo, recording_channel, settings
+):
+    row = enqueue_for(offers_on_both(ichiba, yahoo, rakuten_price=450), price=480, line="500")
+    settings.YAHOO_APP_ID = "not-registered"
+
+    run_cycle()
+
+    row.refresh_from_db()
+    assert row.status == Status.SENT
+    assert row.sent_message["price"] == 450
+
+
+def test_a_product_row_held_for_a_halt_is_not_failed_by_the_other_marketplaces_5xx(
+    clock, ichiba, yahoo, recording_channel, settings
+):
+    row = enqueue_for(offers_on_both(ichiba, yahoo), price=480, line="500")
+    ichiba.behave[JAN] = "server"
+    settings.OUTBOX_MAX_RETRY = 2
+    Outbox.objects.filter(pk=row.pk).update(retry_count=2)  # at the cap
+    settings.YAHOO_APP_ID = "not-registered"
+
+    run_cycle()
+
+    row.refresh_from_db()
+    assert (row.status, row.reason, row.retry_count) == (
+        Status.RETRY,
+        Reason.MARKETPLACE_HALTED,
+        2,
+    )
+
+
+def test_a_held_row_whose_probe_gets_no_answer_waits_on_uncounted(held, ichiba, clock, settings):
+    """The row's re-fetch sends the probe, which gets no answer: the halt stands, and the
+    row waits for it as before — the probe's network error is not a failed try of its own."""
+    settings.OUTBOX_MAX_RETRY = 2
+    Outbox.objects.filter(pk=held.pk).update(retry_count=2)  # at the cap
+    clock.move_to(at(PROBE), tick=False)
+    settings.RAKUTEN_API_URL = "http://127.0.0.1:9"  # nothing listens there
+
+    run_cycle()
+
+    held.refresh_from_db()
+    assert MarketplaceHalt.objects.get().probe_after == at(2 * PROBE)
+    assert (held.status, held.reason, held.retry_count) == (
+        Status.RETRY,
+        Reason.MARKETPLACE_HALTED,
+        2,
+    )
+    assert held.next_attempt_at == at(2 * PROBE)
+
+
+def test_a_held_row_is_due_at_the_probe_time_whatever_its_batch_took_to_deliver(
+    clock, ichiba, yahoo, recording_channel, settings
+):
+    ichiba.add(CODE, price=900)
+    yahoo.add("yasu-store_dt-2k", price=900)
+    on_rakuten = ListingFactory(source="rakuten", item_code=CODE, price=900, units_per_pack=None)
+    on_yahoo = ListingFactory(
+        source="yahoo", item_code="yasu-store_dt-2k", price=900, units_per_pack=None
+    )
+    held = enqueue_for(WatchFactory(listing=on_rakuten, target_price=1000), price=900, line="1000")
+    sent = enqueue_for(WatchFactory(listing=on_yahoo, target_price=1000), price=900, line="1000")
+    settings.RAKUTEN_API_VERSION = "20220601"
+    recording_channel.during = lambda: clock.move_to(at(120), tick=False)  # a slow delivery
+
+    run_cycle()
+
+    held.refresh_from_db()
+    sent.refresh_from_db()
+    assert sent.status == Status.SENT
+    assert (held.status, held.reason) == (Status.RETRY, Reason.MARKETPLACE_HALTED)
+    assert held.next_attempt_at == MarketplaceHalt.objects.get().probe_after == at(PROBE)
+
+
+def test_a_product_row_whose_cheap_offers_marketplace_failed_for_a_moment_is_tried_again(
+    clock, ichiba, yahoo, recording_channel
+):
+    """Not a halt: Yahoo answers 500 once. What Rakuten says alone does not drop the row."""
+    row = enqueue_for(offers_on_both(ichiba, yahoo), price=480, line="500")
+    yahoo.behave[JAN] = "server"
+
+    run_cycle()
+
+    row.refresh_from_db()
+    assert (row.status, row.reason, row.retry_count) == (Status.RETRY, Reason.REFETCH_SERVER, 1)
+    del yahoo.behave[JAN]
+    clock.move_to(row.next_attempt_at, tick=False)
+    run_cycle()
+    row.refresh_from_db()
+    assert row.status == Status.SENT
+    assert row.sent_message["price"] == 480

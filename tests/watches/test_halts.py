@@ -227,7 +227,9 @@ def test_a_probe_that_gets_no_answer_leaves_the_halt_to_the_next(clock, rakuten,
     rakuten.behave[A] = trouble
     clock.move_to(at(PROBE), tick=False)
     answers = fetch("rakuten", [A, B])
-    assert answers[A].kind != FetchKind.CONFIG and answers[B].kind == FetchKind.CONFIG
+    # The probed item waits for the halt too: its 5xx is the probe's, not a failure of its own.
+    assert answers[A] == answers[B]
+    assert answers[A].kind == FetchKind.CONFIG and "RAKUTEN_API_VERSION" in answers[A].detail
     assert len(rakuten.requests) == 2  # the first request, then the probe alone
     assert MarketplaceHalt.objects.get().probe_after == at(2 * PROBE)
 
@@ -436,3 +438,23 @@ def test_a_device_watching_through_a_halted_marketplace_is_not_an_error_page(
     fetch("rakuten", [A])
     assert client.get(f"/listings/{listing.pk}/").status_code == 200
     assert len(rakuten.requests) == 1
+
+
+@pytest.mark.django_db
+def test_a_late_probe_answer_does_not_lift_a_halt_started_after_it_was_sent(clock, settings):
+    """A probe's request is slow; meanwhile another probe lifted the halt it was sent for, and
+    a new fault halted the marketplace again. The late answer says nothing of the new one."""
+    fault = FetchError(FetchKind.CONFIG, "set RAKUTEN_API_VERSION", application="aaaa")
+    halts.record("rakuten", {"x": fault}, at(0))
+    first = MarketplaceHalt.objects.get()
+    clock.move_to(at(PROBE), tick=False)
+
+    def slow_probe(codes):
+        MarketplaceHalt.objects.filter(pk=first.pk).delete()  # another probe, answered
+        other = FetchError(FetchKind.CONFIG, "Rakuten refused application #bbbb")
+        halts.record("rakuten", {"y": other}, at(PROBE + 10))  # then another id refused
+        return {code: FetchError(FetchKind.NOT_FOUND, "404") for code in codes}
+
+    halts.guard("rakuten", ["a"], slow_probe, at(PROBE))
+
+    assert MarketplaceHalt.objects.get().detail == "Rakuten refused application #bbbb"

@@ -77,9 +77,12 @@ def guard(source: str, codes: Sequence[_K], send: Send[_K], now: dt.datetime) ->
         probed = dict(send(codes[:1]))
     finally:
         probe_application.reset(under)
-    halt = record(source, probed, now, probe=True)
+    halt = record(source, probed, now, probe=halt)
     if halt is not None:
-        return {**dict.fromkeys(codes, answer(halt, now)), **_as_halted(probed, halt, now)}
+        # Every code, the probed one too, waits for the halt: a probe that got no answer
+        # (network, 5xx, 429) is not a transient failure of the item it was sent for.
+        said = {code: a for code, a in probed.items() if not _no_answer(a)}
+        return {**dict.fromkeys(codes, answer(halt, now)), **_as_halted(said, halt, now)}
     rest = dict(send(codes[1:])) if len(codes) > 1 else {}
     return _as_halted({**probed, **rest}, record(source, rest, now), now)
 
@@ -105,18 +108,23 @@ def may_probe(source: str, now: dt.datetime) -> bool:
 
 
 def record(
-    source: str, answers: Mapping[_K, Any], now: dt.datetime, *, probe: bool = False
+    source: str,
+    answers: Mapping[_K, Any],
+    now: dt.datetime,
+    *,
+    probe: MarketplaceHalt | None = None,
 ) -> MarketplaceHalt | None:
     """What `answers` (of one adapter call) tell of `source`'s configuration: a `config`
-    answer halts it, or refreshes the words of its halt; the answers of a `probe` lift it
-    unless they say nothing of the configuration (SAYS_NOTHING). Returns the halt now in
-    force, or None."""
+    answer halts it, or refreshes the words of its halt; the answers of the probe of halt
+    `probe` lift that halt — not one started since, which they say nothing of — unless they
+    say nothing of the configuration (SAYS_NOTHING). Returns the halt now in force, or
+    None."""
     fault = next((a for a in answers.values() if _is_config(a)), None)
     if fault is not None:
         _start(source, fault, now)
-    elif probe and any(not _says_nothing(a) for a in answers.values()):
-        _lift(source, now)
-    elif not probe:
+    elif probe is not None and any(not _says_nothing(a) for a in answers.values()):
+        _lift(probe, now)
+    elif probe is None:
         return None  # nothing changed, and the caller found no halt before asking
     return halted(source)
 
@@ -189,14 +197,14 @@ def _start(source: str, fault: FetchError, now: dt.datetime) -> None:
     )
 
 
-def _lift(source: str, now: dt.datetime) -> None:
-    halt = halted(source)
-    if halt is None:
-        return
-    # By its id: the one process that probed lifts it, and logs it, once.
+def _lift(halt: MarketplaceHalt, now: dt.datetime) -> None:
+    # By its id: the one process that probed lifts it, and logs it, once; a halt lifted by
+    # another probe and started again since (a new row) stands.
     if MarketplaceHalt.objects.filter(pk=halt.pk).delete()[0]:
         log.info(
-            "%s answers again: its halt is lifted after %s", source, _duration(now - halt.since)
+            "%s answers again: its halt is lifted after %s",
+            halt.source,
+            _duration(now - halt.since),
         )
 
 
@@ -213,6 +221,15 @@ def _as_halted(
 
 def _is_config(result: object) -> bool:
     return isinstance(result, FetchError) and result.kind == FetchKind.CONFIG
+
+
+def _no_answer(result: object) -> bool:
+    """The marketplace was asked and said nothing (network, 5xx, 429)."""
+    return (
+        isinstance(result, FetchError)
+        and result.kind in SAYS_NOTHING
+        and not (result.ours or result.unasked)
+    )
 
 
 def _says_nothing(result: object) -> bool:
