@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -67,15 +67,16 @@ def deliver_all(
     items: list[tuple[Outbox, Message]],
     clock: Clock,
     lease: Lease | None,
-    fresh_at: Mapping[int, dt.datetime],
+    fresh: Freshness,
 ) -> list[tuple[Outbox, Delivery]]:
     """Deliver concurrently with a bounded pool: delivery waits on the network, not the CPU.
     At most OUTBOX_DELIVERY_WORKERS threads each take the next message until none is left
     (cheaper than a future per message, and a slow answer holds up only its own thread).
     The threads never touch the database; a delivery starts only while `lease` (renewed by
     its own heartbeat) allows it, and while the value each of its rows tells — fetched at
-    `fresh_at[row id]` — is at most OUTBOX_REFETCH_MAX_AGE old."""
-    gate = _Gate(clock, lease, fresh_at)
+    `fresh.at[row id]` — is at most OUTBOX_REFETCH_MAX_AGE old, and its points have not
+    ended (`Freshness`)."""
+    gate = _Gate(clock, lease, fresh)
     workers = min(settings.OUTBOX_DELIVERY_WORKERS, len(items))
     if workers <= 1:
         return [(row, gate.deliver(row, message)) for row, message in items]
@@ -103,15 +104,39 @@ def deliver_all(
     return list(zip((row for row, _ in items), results, strict=True))
 
 
+@dataclass
+class Freshness:
+    """What the send gate reads of each row's value: when it was fetched (`at`), and, for a
+    value that stops holding at a known moment — the points of a campaign that ends — that
+    moment (`until`)."""
+
+    at: dict[int, dt.datetime] = field(default_factory=dict)
+    until: dict[int, dt.datetime] = field(default_factory=dict)
+
+    def stale(self, rows: Iterable[int], now: dt.datetime, max_age: dt.timedelta) -> str:
+        """Why the values of `rows` may not be handed over at `now` ("" when they may)."""
+        rows = list(rows)
+        oldest = now - min(self.at[pk] for pk in rows)
+        if oldest > max_age:
+            return (
+                f"the price it tells was {oldest.total_seconds():.1f} s old "
+                f"(OUTBOX_REFETCH_MAX_AGE {max_age.total_seconds():g} s)"
+            )
+        ended = [self.until[pk] for pk in rows if pk in self.until and self.until[pk] <= now]
+        if ended:
+            return f"the points it tells ended at {min(ended).isoformat()}"
+        return ""
+
+
 class _Gate:
     """The send gate, asked right before each delivery (a digest is one message: it starts
     only if every row it tells may). The value's age is checked here, not once before the
     batch's deliveries: a slow delivery ahead of it, or slow re-fetches of other listings
     before the first, can take longer than the bound."""
 
-    def __init__(self, clock: Clock, lease: Lease | None, fresh_at: Mapping[int, dt.datetime]):
+    def __init__(self, clock: Clock, lease: Lease | None, fresh: Freshness):
         # `clock` stamps the channels' answers (`sent_at`, a retry's backoff).
-        self.clock, self.lease, self.fresh_at = clock, lease, fresh_at
+        self.clock, self.lease, self.fresh = clock, lease, fresh
         self.max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
 
     def deliver(self, row: Outbox, message: Message) -> Delivery:
@@ -121,13 +146,9 @@ class _Gate:
         # On the system clock, as the values were stamped (an adapter stamps its answers
         # with it; `dispatch._answered_at`): a test's pinned cycle clock may lead it.
         now = timezone.now()
-        oldest = now - min(self.fresh_at[pk] for pk in rows)
-        if oldest > self.max_age:
-            error = DeliveryError(
-                DeliveryKind.EXPIRED,
-                f"not started: the price it tells was {oldest.total_seconds():.1f} s old "
-                f"(OUTBOX_REFETCH_MAX_AGE {self.max_age.total_seconds():g} s)",
-            )
+        why = self.fresh.stale(rows, now, self.max_age)
+        if why:
+            error = DeliveryError(DeliveryKind.EXPIRED, f"not started: {why}")
             return Delivery(error=error, gated_at=now)
         return deliver_one(row, message, self.clock, gated_at=now)
 

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from common.retrying import retrying
@@ -59,7 +60,7 @@ from outbox import digests
 from outbox.channels.base import DeliveryKind, Message
 from outbox.claims import Claim, claim_due, new_holder, recover_expired_leases
 from outbox.clock import Clock, system_clock
-from outbox.delivery import deliver_all
+from outbox.delivery import Freshness, deliver_all
 from outbox.holds import hold_quiet_rows
 from outbox.lease import Lease
 from outbox.models import DispatchRun, Outbox, Status
@@ -101,6 +102,9 @@ class _Cycle:
     fetched: dict[int, tuple[dt.datetime, FetchResult]] = field(default_factory=dict)
     # product id -> the latest re-fetch of its offers this cycle, and when it was asked for
     offers: dict[int, tuple[dt.datetime, services.ProductAnswer]] = field(default_factory=dict)
+    # ("listing" or "product", id) -> when the answer above was taken: an observation another
+    # process stores after it (a poll's) is newer than that answer, which is then not reused
+    seen: dict[tuple[str, int], dt.datetime] = field(default_factory=dict)
     # How fast the channels took this cycle's deliveries (`outbox.pacing`): a batch starts at
     # the pace the last one ended at.
     pace: Pace = field(
@@ -239,15 +243,15 @@ def _decide_and_deliver(
 
     # When each row's value was fetched: the send gate holds back a delivery whose value has
     # grown older than OUTBOX_REFETCH_MAX_AGE by the time it comes up.
-    fresh_at: dict[int, dt.datetime] = {}
+    freshness = Freshness()
     max_age = dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE)
-    _recheck(cycle, live, decisions, fresh_at, max_age)
+    _recheck(cycle, live, decisions, freshness, max_age)
     to_send = [(row, message) for row in live if (message := decisions[row.id].message) is not None]
     if to_send:
         # Several rows for one device and channel go out as one digest; each row still gets
         # its own outcome from what the channel said about the digest.
         sends = digests.plan(to_send)
-        _deliver_in_steps(cycle, sends, {row.id: row for row in live}, decisions, fresh_at, lease)
+        _deliver_in_steps(cycle, sends, {row.id: row for row in live}, decisions, freshness, lease)
     return decisions, held
 
 
@@ -255,7 +259,7 @@ def _recheck(
     cycle: _Cycle,
     rows: list[Outbox],
     decisions: dict[int, Decision],
-    fresh_at: dict[int, dt.datetime],
+    freshness: Freshness,
     within: dt.timedelta,
 ) -> set[int]:
     """Steps 5 and 6 for `rows`: the fresh value of each — a product watch's row on the
@@ -287,7 +291,12 @@ def _recheck(
         product = row.watch.product_id
         answer = offers.get(product) if product else fresh.get(row.watch.listing_id)
         if answer is not None:
-            fresh_at[row.id] = answer[0]
+            freshness.at[row.id] = answer[0]
+        # A value that stops holding at a known moment (the points of a campaign that ends):
+        # the send gate does not hand it over from then on.
+        freshness.until.pop(row.id, None)
+        if (ends := decided[row.id].good_until) is not None:
+            freshness.until[row.id] = ends
         if (product in asked_products) if product else (row.watch.listing_id in asked):
             now_asked.add(row.id)
     return now_asked
@@ -298,7 +307,7 @@ def _deliver_in_steps(
     sends: list[tuple[Outbox, Message]],
     by_id: dict[int, Outbox],
     decisions: dict[int, Decision],
-    fresh_at: dict[int, dt.datetime],
+    freshness: Freshness,
     lease: Lease,
 ) -> None:
     """Step 7: deliver `sends` (each a row's message or a digest) in steps the channel keeps
@@ -317,14 +326,18 @@ def _deliver_in_steps(
     while waiting:
         step = [waiting.popleft() for _ in range(min(pace.step_size(), len(waiting)))]
         within = pace.fresh_within(len(step))
-        oldest = timezone.now() - within
+        now = timezone.now()
+        oldest = now - within
+        # The step may take what the pace leaves of the bound: points that end by then are
+        # asked about again now too.
+        ending = now + dt.timedelta(seconds=settings.OUTBOX_REFETCH_MAX_AGE) - within
         aged = [
             by_id[row_id]
             for row, message in step
             for row_id in message.rows or (row.id,)
-            if fresh_at[row_id] < oldest
+            if freshness.at[row_id] < oldest or freshness.until.get(row_id, ending) < ending
         ]
-        asked = _recheck(cycle, aged, decisions, fresh_at, within) if aged else set()
+        asked = _recheck(cycle, aged, decisions, freshness, within) if aged else set()
         if aged:
             step = _still_to_send(step, decisions, by_id)
         if not step:
@@ -343,7 +356,7 @@ def _deliver_in_steps(
         # On the clock the gate reads ages on (`outbox.delivery`): the pace is what decides
         # how old a value may be when its step is handed over.
         started = timezone.now()
-        delivered = deliver_all(step, cycle.clock, lease, fresh_at)
+        delivered = deliver_all(step, cycle.clock, lease, freshness)
         # Deliveries the gate held back return at once: they say nothing of the channel.
         pace.measured(
             sum(1 for _, delivery in delivered if delivery.answered_at is not None),
@@ -361,7 +374,7 @@ def _deliver_in_steps(
                 decision = decisions[row_id]
                 decision.digest = digests.membership(message, row_id)
                 if delivery.gated_at is not None:
-                    age = (delivery.gated_at - fresh_at[row_id]).total_seconds()
+                    age = (delivery.gated_at - freshness.at[row_id]).total_seconds()
                     decision.data = {**(decision.data or {}), "fresh_age_seconds": round(age, 3)}
                 apply_delivery(decision, delivery)
         waiting.extendleft(reversed(back))
@@ -393,13 +406,19 @@ def _refetch(
     observation that fresh — the marketplace's budget is spent once; the others are fetched
     now, at most once per listing per call — and a request another dispatcher is making is
     waited for rather than made again (`watches.polling.inflight`). An answer's time is when
-    it was asked for, or when a reused observation was made. Also the ids of the listings
+    it was asked for, or when a reused observation was made. One of this cycle's answers is
+    not reused once the listing, as loaded, was observed after it (a poll's newer price, or
+    failure), nor once the points campaign it tells has ended. Also the ids of the listings
     asked about now."""
     oldest = cycle.clock() - within
+    now = timezone.now()
     stale = [
         listing
         for pk, listing in listings.items()
-        if pk not in cycle.fetched or cycle.fetched[pk][0] < oldest
+        if pk not in cycle.fetched
+        or cycle.fetched[pk][0] < oldest
+        or _points_ended(cycle.fetched[pk][1], now)
+        or _observed_since(listing.last_polled_at, cycle.seen.get(("listing", pk)))
     ]
     asked: set[int] = set()
     if stale:
@@ -409,7 +428,9 @@ def _refetch(
         answers, reused = services.refetch_or_reuse(
             stale, asked_at, fresh_within=within, as_loaded=True
         )
+        taken = timezone.now()
         cycle.fetched.update((pk, (_answered_at(asked_at, r), r)) for pk, r in answers.items())
+        cycle.seen.update((("listing", pk), taken) for pk in answers)
         asked = answers.keys() - reused
     return {pk: cycle.fetched[pk] for pk in listings if pk in cycle.fetched}, asked
 
@@ -429,19 +450,59 @@ def _refetch_products(
     """Every shop's offer of each of `product_ids`, at most `within` old, by the rule of
     `_refetch`: one request per product and marketplace per call, whatever the number of
     rows that watch it; a poll's (or another dispatcher's) answer that fresh is the answer.
-    Also the ids of the products asked about now."""
+    An answer of this cycle is not reused once an offer of the product was observed after it
+    (a poll's read of its page, and a new shop's offer with it), nor once a points campaign
+    it tells has ended. Also the ids of the products asked about now."""
     oldest = cycle.clock() - within
-    stale = [pk for pk in product_ids if pk not in cycle.offers or cycle.offers[pk][0] < oldest]
+    now = timezone.now()
+    kept = [
+        pk
+        for pk in product_ids
+        if pk in cycle.offers
+        and cycle.offers[pk][0] >= oldest
+        and not any(_points_ended(result, now) for _, result in cycle.offers[pk][1].offers)
+    ]
+    observed = (
+        dict(
+            Listing.objects.filter(product_id__in=kept)
+            .order_by()
+            .values("product_id")
+            .annotate(latest=Max("last_polled_at"))
+            .values_list("product_id", "latest")
+        )
+        if kept
+        else {}
+    )
+    kept = [
+        pk for pk in kept if not _observed_since(observed.get(pk), cycle.seen.get(("product", pk)))
+    ]
+    stale = [pk for pk in product_ids if pk not in kept]
     asked: set[int] = set()
     if stale:
         asked_at = cycle.clock()
         products = Product.objects.in_bulk(stale).values()
         answers = services.refetch_products(products, asked_at, fresh_within=within)
+        taken = timezone.now()
         for pk, answer in answers.items():
             cycle.offers[pk] = (_offers_answered_at(asked_at, answer), answer)
+            cycle.seen[("product", pk)] = taken
             if not answer.reused:
                 asked.add(pk)
     return {pk: cycle.offers[pk] for pk in product_ids if pk in cycle.offers}, asked
+
+
+def _points_ended(result: FetchResult, now: dt.datetime) -> bool:
+    """Whether `result` tells the points of a campaign that has ended by `now`."""
+    return (
+        isinstance(result, Observation)
+        and result.points_until is not None
+        and result.points_until <= now
+    )
+
+
+def _observed_since(observed: dt.datetime | None, taken: dt.datetime | None) -> bool:
+    """Whether an observation stored at `observed` is newer than an answer taken at `taken`."""
+    return observed is not None and taken is not None and observed > taken
 
 
 def _offers_answered_at(asked_at: dt.datetime, answer: services.ProductAnswer) -> dt.datetime:

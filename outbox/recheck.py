@@ -84,6 +84,9 @@ class Decision:
     # A retry due again exactly this many seconds after it was answered, instead of after its
     # backoff: a halted marketplace's next probe (`WAITING_UNTIL_SAID`).
     due_in: float | None = None
+    # A row to be sent whose message tells a points campaign's points: when that campaign
+    # ends. The send gate hands it over only before then (`outbox.delivery.Freshness`).
+    good_until: dt.datetime | None = None
 
 
 def guard(row: Outbox) -> Reason | None:
@@ -166,7 +169,12 @@ def _decide(
     message = build_message(row, watch, listing, result, judgement, language)
     facts["message"] = message.as_json()
     return Decision(
-        Status.SENT, Reason.DELIVERED, data=facts, message=message, value=judgement.value
+        Status.SENT,
+        Reason.DELIVERED,
+        data=facts,
+        message=message,
+        value=judgement.value,
+        good_until=result.points_until,
     )
 
 

@@ -138,7 +138,9 @@ def refetch_or_reuse(
         # Another process may have answered, and taken its marks away, since the read
         # above (or the caller's): what it stored is read now (their ids first: as a rule
         # there are none).
-        found = fresh_observations(observed_since(some, since), since, now=now)
+        # A campaign is judged ended by the moment of this read, not the call's start: the
+        # read may come after a wait on another process's mark.
+        found = fresh_observations(observed_since(some, since), since, now=timezone.now())
         results.update(found)
         reused.update(found)
         return [listing for listing in some if listing.id not in found]

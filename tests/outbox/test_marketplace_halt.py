@@ -261,7 +261,7 @@ def test_a_product_watch_waits_for_a_halted_offer_marketplace(
     assert message.price == 460
 
 
-def offers_on_both(ichiba, yahoo, *, rakuten_price: int = 700) -> Watch:
+def offers_on_both(ichiba, yahoo, *, rakuten_price: int = 700):
     """A product sold at ¥480 on Yahoo (the offer detected under the ¥500 line) and at
     `rakuten_price` on Rakuten, and a watch of it."""
     yahoo.add("yasu-store_tp-12r", jan=JAN, price=480)
@@ -283,9 +283,7 @@ def offers_on_both(ichiba, yahoo, *, rakuten_price: int = 700) -> Watch:
         price=rakuten_price,
         units_per_pack=None,
     )
-    return Watch.objects.create(
-        device=DeviceFactory(), listing=cheap, product=product, target_price=500
-    )
+    return WatchFactory(listing=cheap, product=product, target_price=500)
 
 
 def test_a_product_row_waits_for_the_halted_marketplace_that_held_its_cheap_offer(

@@ -88,9 +88,7 @@ def refetch_products(
             _ask(source, products, offers, errors)
             continue
         since = now - fresh_within
-        take_fresh = partial(
-            _take_fresh, source, since=since, now=now, offers=offers, reused=reused
-        )
+        take_fresh = partial(_take_fresh, source, since=since, offers=offers, reused=reused)
         inflight.ask_once(
             take_fresh(products),
             partial(_unit, source),
@@ -149,7 +147,6 @@ def _take_fresh(
     source: str,
     products: list[Product],
     since: dt.datetime,
-    now: dt.datetime,
     offers: dict[int, list[tuple[Listing, FetchResult]]],
     reused: set[int],
 ) -> list[Product]:
@@ -171,8 +168,12 @@ def _take_fresh(
     ).order_by("id"):
         assert listing.product_id is not None
         by_product[listing.product_id].append(listing)
+    # A campaign is judged ended by the moment of this read, not the call's start (a wait
+    # on another process's mark may come between).
     fresh = fresh_observations(
-        [listing for group in by_product.values() for listing in group], since, now=now
+        [listing for group in by_product.values() for listing in group],
+        since,
+        now=timezone.now(),
     )
     left = []
     for product in products:
