@@ -22,6 +22,7 @@ Steps 4 to 6 of a dispatch cycle, decided in memory (nothing here writes):
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from outbox.models import Outbox, Reason, Status
 from watches.marketplaces.base import FetchError, FetchKind, FetchResult
 from watches.models import Channel, Listing
 from watches.services import ProductAnswer
-from watches.triggers import Judgement, recheck
+from watches.triggers import Judgement, members_count, recheck
 
 FETCH_OUTCOME: dict[FetchKind, tuple[Status, Reason]] = {
     FetchKind.EMPTY: (Status.DROPPED, Reason.OUT_OF_STOCK),
@@ -96,7 +97,8 @@ def guard(row: Outbox) -> Reason | None:
         return Reason.WATCH_REMOVED
     if watch.paused:
         return Reason.WATCH_PAUSED
-    if watch.listing.paused:
+    # A product watch's listing is only its last best offer: other shops' may still hold.
+    if not watch.product_id and watch.listing.paused:
         return Reason.LISTING_PAUSED
     # The choice as it is now, not as it was at detection: a row held overnight for quiet
     # hours must not reach a channel switched off in the evening. The next poll puts what
@@ -212,9 +214,17 @@ def _fresh(
     # One that waits on what no retry cures (a halted marketplace, our limiter) before a
     # transient one: a row held for a halt is never `failed` for another's 5xx meanwhile.
     unanswered = min(failed, key=lambda error: not _waits(error), default=None)
-    best = answer.best(after_points=watch.after_points)
+    best = answer.best(
+        after_points=watch.after_points,
+        members=members_count(watch, row.device.lyp_premium),
+    )
     if best is not None:
-        return *best, unanswered
+        offer, result = best
+        # Judged and told per the product's pack, as detection judged it: a copy, so the
+        # offer as stored keeps what its own page says.
+        offer = copy.copy(offer)
+        offer.units_per_pack, offer.unit_label = answer.units_per_pack, answer.unit_label
+        return offer, result, unanswered
     if unanswered is not None:
         return watch.listing, unanswered, unanswered
     return watch.listing, _NO_SHOP, None

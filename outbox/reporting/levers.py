@@ -171,8 +171,10 @@ def drop_for_paused_listings(
     **kwargs: object,
 ) -> LeverResult:
     """Receiver of `watches.services.listings_paused`: drop the pending and retrying rows of
-    the paused listings with reason `listing_paused`, at once rather than when the dispatcher
-    reaches them, with the staff user's name on each event."""
+    the paused listings' watches with reason `listing_paused`, at once rather than when the
+    dispatcher reaches them, with the staff user's name on each event. A product watch's rows
+    stay: its listing is only its last best offer, and the re-check judges the product's
+    other shops (a paused offer is not asked)."""
     now = now or timezone.now()
     listing_ids = list(listing_ids)
 
@@ -193,7 +195,9 @@ def drop_for_paused_listings(
     # Rows in flight are looked at too, so the report says they were left to their
     # dispatcher; finished rows are not news.
     rows = Outbox.objects.filter(
-        watch__listing_id__in=listing_ids, status__in=[*DROP_FROM, Status.SENDING]
+        watch__listing_id__in=listing_ids,
+        watch__product__isnull=True,
+        status__in=[*DROP_FROM, Status.SENDING],
     )
     return _apply(rows, DROP_FROM, "drop", move, batch)
 

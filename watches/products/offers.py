@@ -45,11 +45,17 @@ def points_of(offer: OfferLike) -> int:
     return now if now is not None else offer.points or 0
 
 
-def rank(offer: OfferLike, *, after_points: bool = True) -> tuple[int, bool, int]:
+def rank(
+    offer: OfferLike, *, after_points: bool = True, members: bool = False
+) -> tuple[int, bool, int]:
     """The order of offers, cheapest first: price after points (or incl. shipping only),
-    then known shipping first, then the lower price before shipping."""
+    then known shipping first, then the lower price before shipping. With `members`, the
+    member-only points count too (`watches.triggers.members_count`: a premium member's own
+    target after points): a shop cheapest only for members is the best offer for them."""
     price = offer.price if offer.price is not None else 0
     points = points_of(offer) if after_points else 0
+    if after_points and members:
+        points += getattr(offer, "member_points", 0) or 0
     total = net_price(offer.price, offer.shipping, points)
     return (total if total is not None else 0, offer.shipping is None, price)
 
@@ -58,13 +64,15 @@ def in_stock(offers: Iterable[OfferT]) -> list[OfferT]:
     return [offer for offer in offers if offer.in_stock and offer.price is not None]
 
 
-def best_offer(offers: Iterable[OfferT], *, after_points: bool = True) -> OfferT | None:
-    """The cheapest offer in stock (after points, unless told otherwise), or None when no
-    shop has it."""
+def best_offer(
+    offers: Iterable[OfferT], *, after_points: bool = True, members: bool = False
+) -> OfferT | None:
+    """The cheapest offer in stock (after points, unless told otherwise; with `members`, the
+    member-only points too), or None when no shop has it."""
     available = in_stock(offers)
     if not available:
         return None
-    return min(available, key=lambda offer: rank(offer, after_points=after_points))
+    return min(available, key=lambda offer: rank(offer, after_points=after_points, members=members))
 
 
 def typical_price(offers: Iterable[Listing]) -> int | None:

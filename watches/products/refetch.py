@@ -45,17 +45,25 @@ class ProductAnswer:
     # Some marketplace's part is observations already stored (a poll's, another process's),
     # not asked for now: as old as its oldest offer's observation (`observed_at`).
     reused: bool = False
+    # The product's pack (one JAN code, one pack): what every offer is judged and told per,
+    # whatever pack size an offer tracked by its own link before it joined was given.
+    units_per_pack: int | None = None
+    unit_label: str = ""
 
     def observed_at(self) -> dt.datetime | None:
         """When the oldest offer in the answer was observed (None: no offer observed)."""
         times = [r.observed_at for _, r in self.offers if isinstance(r, Observation)]
         return min(times, default=None)
 
-    def best(self, *, after_points: bool = True) -> tuple[Listing, Observation] | None:
-        """The cheapest offer in stock now (after points, or by price incl. shipping where
-        known), or None."""
+    def best(
+        self, *, after_points: bool = True, members: bool = False
+    ) -> tuple[Listing, Observation] | None:
+        """The cheapest offer in stock now (after points — the member-only ones too with
+        `members` —, or by price incl. shipping where known), or None."""
         observed = [(listing, r) for listing, r in self.offers if isinstance(r, Observation)]
-        chosen = best_offer((result for _, result in observed), after_points=after_points)
+        chosen = best_offer(
+            (result for _, result in observed), after_points=after_points, members=members
+        )
         return next((pair for pair in observed if pair[1] is chosen), None)
 
 
@@ -99,7 +107,11 @@ def refetch_products(
         )
     return {
         product.pk: ProductAnswer(
-            tuple(offers[product.pk]), tuple(errors[product.pk]), reused=product.pk in reused
+            tuple(offers[product.pk]),
+            tuple(errors[product.pk]),
+            reused=product.pk in reused,
+            units_per_pack=product.units_per_pack,
+            unit_label=product.unit_label,
         )
         for product in products
     }

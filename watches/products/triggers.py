@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from watches.models import Trigger
 from watches.products.offers import OfferLike, OfferT, best_offer, points_of
-from watches.triggers import History, Judgement, WatchLike, detect
+from watches.triggers import History, Judgement, WatchLike, detect, members_count
 
 PRODUCT_TRIGGERS = (Trigger.TARGET_PRICE, Trigger.PRICE_DROP, Trigger.BACK_IN_STOCK)
 
@@ -44,7 +44,9 @@ def detect_best(
     best offer in stock — the cheapest after points for a watch after points, whichever
     shop — (returned with the judgement; None when no shop has it), against `history`, the
     product's cheapest offer over time judged the same way."""
-    best = best_offer(offers, after_points=watch.after_points)
+    best = best_offer(
+        offers, after_points=watch.after_points, members=members_count(watch, members)
+    )
     judgement = detect(
         watch,
         units_per_pack,
