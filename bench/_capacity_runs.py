@@ -206,7 +206,7 @@ def _coverage(now: dt.datetime) -> dict[str, float]:
     from watches.polling.plan import watched_coverage
 
     coverage = watched_coverage(now)
-    values = Listing.objects.values("id", "source", "item_code", "last_polled_at")
+    values = Listing.objects.values("id", "source", "item_code", "last_polled_at", "last_error")
     rows: list[dict] = [dict(row) for row in values]
     shop_feeds = {(f.source, f.shop): f for f in ShopFeed.objects.all()}
     adapters: dict = {}

@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from watches import services
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import Device, FeedCheck, Listing, Product, ShopFeed, Watch
 from watches.pausing import PauseResult, pause_listings
@@ -177,7 +178,14 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         self.message_user(request, _pause_message(result))
 
     def save_model(self, request, obj, form, change) -> None:
+        resuming = change and not obj.paused and "paused" in form.changed_data
+        if resuming:
+            # Saved paused still; resumed by the rule below, which the form's save keeps.
+            obj.paused = True
         super().save_model(request, obj, form, change)
+        if resuming:
+            services.resume_listings([obj.pk])
+            obj.refresh_from_db(fields=["paused", "last_polled_at"])
         if change and obj.paused and "paused" in form.changed_data:
             result = pause_listings([obj.pk], actor=request.user.get_username())
             self.message_user(request, _pause_message(result))

@@ -459,6 +459,10 @@ class ShopFeed(models.Model):
     # The item codes of the last page 1 read, in its order: the next read finds where the
     # old order resumes, which says how many items changed in between.
     top = models.JSONField(verbose_name=_("first page"), default=list, blank=True)
+    # What each of those items said (price, in stock), in the same order: where the old
+    # order seems to resume, the items from there on must still say it — a catalogue
+    # re-priced in its old order comes back in that order, every item changed.
+    top_said = models.JSONField(verbose_name=_("first page's prices"), default=list, blank=True)
     updates_per_hour = models.FloatField(verbose_name=_("changes per hour"), null=True, blank=True)
     # Every read since this moment showed every change made before it: a listing observed
     # after it and absent from those pages held its price up to `read_at`. Null: not known.

@@ -239,6 +239,20 @@ def pause_listings(listing_ids: Iterable[int]) -> int:
     return paused
 
 
+def resume_listings(listing_ids: Iterable[int]) -> int:
+    """Track these paused listings again. Nothing was kept of them while paused — a shop's
+    feed may have shown a change of theirs, since pushed off its pages — so each counts as
+    never observed (`last_polled_at` cleared): the next poll asks for it first, by a request
+    of its own. Returns how many were resumed."""
+    ids = list(listing_ids)
+    resumed = Listing.objects.filter(id__in=ids, paused=True).update(
+        paused=False, last_polled_at=None
+    )
+    if resumed:
+        transaction.on_commit(lambda: pagecache.listings_changed(ids))
+    return resumed
+
+
 def marketplace_halts() -> list[tuple[MarketplaceHalt, list[str]]]:
     """Every marketplace halted for a configuration fault (`watches.marketplaces.halts`), by
     name, with the settings its detail names — none when the fix is the registration on the

@@ -19,6 +19,7 @@ from outbox.transitions import ALLOWED, Outcome, TransitionNotAllowed, check_all
 from tests.factories import ListingFactory, WatchFactory
 from tests.outbox_states import row_in
 from watches.pausing import pause_listings
+from watches.polling.poll import due_listings
 
 pytestmark = pytest.mark.django_db
 
@@ -223,6 +224,24 @@ def test_ticking_paused_on_the_listing_page_drops_its_rows(admin_client, frozen)
     pending.refresh_from_db()
     assert (pending.status, pending.reason) == (Status.DROPPED, Reason.LISTING_PAUSED)
     assert staff_events(pending)[0].actor == "admin"
+
+
+def test_unticking_paused_on_the_listing_page_tracks_it_again_from_a_request_of_its_own(
+    admin_client, frozen
+):
+    """Nothing was kept of it while paused: it counts as never observed, so the next poll asks
+    for it first, rather than a shop's feed vouching for a price it may have shown since."""
+    listing = ListingFactory(paused=True)
+    form = (
+        admin_client.get(f"/admin/watches/listing/{listing.pk}/change/").context["adminform"].form
+    )
+    data = form_data(form)
+    del data["paused"]
+    response = admin_client.post(f"/admin/watches/listing/{listing.pk}/change/", data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    listing.refresh_from_db()
+    assert (listing.paused, listing.last_polled_at) == (False, None)
+    assert listing in due_listings(timezone.now())
 
 
 def form_data(form) -> dict[str, str]:

@@ -115,8 +115,9 @@ def learn(source: str, answers: dict[str, PageResult], per_page: int) -> None:
 
 def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
     codes = [item.item_code for item in page.items]
+    said = [[item.price, item.in_stock] for item in page.items]
     at = page.observed_at
-    resumes = _where_it_resumes(codes, feed.top)
+    resumes = _where_it_resumes(codes, said, feed)
     whole = len(codes) < per_page  # the shop's whole catalogue fits on the page
     if feed.read_at is not None and at > feed.read_at:
         hours = (at - feed.read_at).total_seconds() / 3600
@@ -133,7 +134,7 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
         # shows every change made after it.
         feed.complete_since = at
     feed.read_at = at
-    feed.top = codes
+    feed.top, feed.top_said = codes, said
     feed.last_error = ""
 
 
@@ -152,18 +153,20 @@ def _busier(old: float | None, floor: float, hours: float, per_page: int) -> flo
     return max(floor, old)
 
 
-def _where_it_resumes(codes: list[str], before: list[str]) -> int | None:
+def _where_it_resumes(codes: list[str], said: list[list[Any]], feed: ShopFeed) -> int | None:
     """Where the last read's order resumes on this page: the first item followed by the item
-    that followed it last time (an item that changed again moves to the top on its own, so
-    one old item alone proves nothing); the last item, when it was on the last page. None
-    when the page holds nothing of the last read's order."""
-    follows = dict(pairwise(before))
-    seen = set(before)
-    for i, code in enumerate(codes):
-        if i + 1 < len(codes):
-            if follows.get(code) == codes[i + 1]:
-                return i
-        elif code in seen:
+    that followed it last time, from which on every item of the last read still says what it
+    said then (price, stock). An item that changed again moves to the top on its own, so one
+    old item alone proves nothing — not even the page's last one: the changes made before it
+    changed again lie below it, off the page. And items changed in their old order (a
+    catalogue re-priced item by item) come back in that order: what they say tells them
+    apart. None when no place on the page passes both."""
+    follows = dict(pairwise(feed.top))
+    # A feed read before prices were kept beside its order: the order alone.
+    then = dict(zip(feed.top, feed.top_said, strict=True)) if feed.top_said else {}
+    changed = [code in then and then[code] != now for code, now in zip(codes, said, strict=True)]
+    for i, code in enumerate(codes[:-1]):
+        if follows.get(code) == codes[i + 1] and not any(changed[i:]):
             return i
     return None
 
@@ -310,23 +313,32 @@ def _adapter_with_feeds(source: str):
     return None
 
 
+def last_observed(polled_at: dt.datetime | None, error: str) -> dt.datetime | None:
+    """When a listing was last observed with a price, as far as a feed can vouch for it: its
+    last poll, unless that poll failed — its price is then from an earlier moment, which may
+    lie before the feed's chain of complete reads, so no page need show a change since."""
+    return None if error else polled_at
+
+
 def seen_through_feeds(
     rows: Iterable[dict], feeds: dict[tuple[str, str], ShopFeed], shop_of
 ) -> dict[int, dt.datetime]:
-    """For each listing row (`id`, `source`, `item_code`, `last_polled_at`) whose shop's feed
-    has shown every change since before the listing was last observed, the moment up to
-    which it is known unchanged (the feed's last read)."""
+    """For each listing row (`id`, `source`, `item_code`, `last_polled_at`, `last_error`)
+    whose shop's feed has shown every change since before the listing was last observed,
+    the moment up to which it is known unchanged (the feed's last read)."""
     seen = {}
     for row in rows:
         shop = shop_of(row["source"], row["item_code"])
         feed = feeds.get((row["source"], shop)) if shop else None
-        if feed is not None and feed.read_at and feed.shows_unchanged(row["last_polled_at"]):
+        observed = last_observed(row["last_polled_at"], row["last_error"])
+        if feed is not None and feed.read_at and feed.shows_unchanged(observed):
             seen[row["id"]] = feed.read_at
     return seen
 
 
 __all__ = [
     "answer_together",
+    "last_observed",
     "learn",
     "poll_shops",
     "read_pages",

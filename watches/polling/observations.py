@@ -486,7 +486,8 @@ def _read_unchanged(
         }
         for listing in listings:
             feed = feeds.get(shops[listing.id] or "")
-            if feed is not None and feed.read_at and feed.shows_unchanged(listing.last_polled_at):
+            observed = None if listing.last_error else listing.last_polled_at
+            if feed is not None and feed.read_at and feed.shows_unchanged(observed):
                 found[listing.id] = feed.read_at
     return found
 

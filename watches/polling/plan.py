@@ -174,6 +174,7 @@ _ROW_FIELDS = (
     "typical_price",
     "low_90",
     "last_polled_at",
+    "last_error",
     "beyond_product_page",
 )
 
@@ -413,7 +414,7 @@ def _shaped(
 def _inside_chain(row: dict, feed: ShopFeed | None) -> bool:
     """Whether a read that reaches back to the feed's last one answers this listing: it was
     observed after the chain of complete reads began."""
-    observed = row["last_polled_at"]
+    observed = feeds.last_observed(row["last_polled_at"], row["last_error"])
     return (
         feed is not None
         and feed.complete_since is not None
@@ -457,7 +458,8 @@ def _since_feed(row: dict, feed: ShopFeed | None) -> dt.datetime | None:
     """Since when a change of this listing would be news on its shop's feed: its last
     observation, or the feed's last read when that read showed every change before it."""
     observed = row["last_polled_at"]
-    return feed.read_at if feed is not None and feed.shows_unchanged(observed) else observed
+    vouched = feeds.last_observed(observed, row["last_error"])
+    return feed.read_at if feed is not None and feed.shows_unchanged(vouched) else observed
 
 
 def _score_at(
