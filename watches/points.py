@@ -41,6 +41,12 @@ def tax_excluded(price: int, *, tax_included: bool = True) -> int:
     return price * 100 // (100 + STANDARD_TAX_PERCENT) if tax_included else price
 
 
+def with_tax(price: int) -> int:
+    """A tax-excluded price as the shopper pays it, at the standard rate: an item at the
+    reduced rate (food) is told up to 2 % dearer than it is, never cheaper."""
+    return price * (100 + STANDARD_TAX_PERCENT) // 100
+
+
 def rakuten_points(price: int, rate: int, *, tax_included: bool = True) -> int:
     """The points Rakuten Ichiba gives on one item at `price` with multiplier `rate` (1 the
     standard 1 %): `rate` points per full ¥100 of its tax-excluded price."""

@@ -11,7 +11,7 @@ import zoneinfo
 import pytest
 import time_machine
 
-from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Shape
+from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Page, Shape
 from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.marketplaces.yahoo import YahooMarketplace
 
@@ -150,8 +150,18 @@ def test_malformed_points_are_a_bad_response_naming_the_field(ichiba, changes, d
     assert result.detail.startswith(detail), result.detail
 
 
-def test_a_page_with_a_malformed_window_is_refused_whole(ichiba):
+def test_an_item_with_a_malformed_window_is_left_out_of_its_page_and_counted(ichiba):
     ichiba.add("yasu-shop:a", price=500)
+    ichiba.add("yasu-shop:b", price=600, pointRateEndTime="tomorrow")
+    with time_machine.travel(NOW, tick=False):
+        page = RakutenMarketplace().pages([Ask(Shape.SHOP, "yasu-shop")])
+    [result] = page.values()
+    assert isinstance(result, Page), result
+    assert [item.item_code for item in result.items] == ["yasu-shop:a"]
+    assert result.unread == 1
+
+
+def test_a_page_whose_only_item_has_a_malformed_window_is_bad_response(ichiba):
     ichiba.add("yasu-shop:b", price=600, pointRateEndTime="tomorrow")
     with time_machine.travel(NOW, tick=False):
         page = RakutenMarketplace().pages([Ask(Shape.SHOP, "yasu-shop")])

@@ -4,8 +4,8 @@ an error detail that never carries the request URL (with its application id) to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
@@ -51,6 +51,27 @@ def whole_number(data: Mapping[str, Any], key: str) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit():
         return int(value)
     raise Malformed(f"{key} must be a whole number, got {clip(repr(value), 40)}")
+
+
+_T = TypeVar("_T")
+
+
+def each_readable(items: Iterable[Any], parse: Callable[[Any], _T]) -> tuple[list[_T], int]:
+    """`parse` of each of a page's `items`, skipping those it finds malformed: one shop's odd
+    item must not hide every other item of the answer. Returns what was read and how many
+    were not; raises the first Malformed when items there were and none could be read."""
+    read: list[_T] = []
+    first: Malformed | None = None
+    skipped = 0
+    for item in items:
+        try:
+            read.append(parse(item))
+        except Malformed as exc:
+            first = first or exc
+            skipped += 1
+    if first is not None and not read:
+        raise first
+    return read, skipped
 
 
 def safe_url(url: str | None) -> str:

@@ -180,6 +180,9 @@ class Page:
     observed_at: dt.datetime
     total: int | None = None  # items matching in all, when the marketplace says
     last_page: int | None = None  # the last page the marketplace would answer for this key
+    # Items on the page that could not be read (a field missing or mistyped) and are not in
+    # `items`: the page shows less than it holds.
+    unread: int = 0
 
 
 PageResult = Page | FetchError

@@ -57,6 +57,7 @@ from watches.marketplaces.answers import (
     MAX_CONFIG_DETAIL,
     MAX_DETAIL,
     Malformed,
+    each_readable,
     field,
     optional,
     request_failed,
@@ -84,7 +85,7 @@ from watches.marketplaces.ratelimit import (
     app_id_label,
     limiter_for,
 )
-from watches.points import MAX_RATE, holds, rakuten_points, window_end, window_time
+from watches.points import MAX_RATE, holds, rakuten_points, window_end, window_time, with_tax
 
 log = logging.getLogger("watches.marketplaces.rakuten")
 
@@ -198,7 +199,8 @@ class RakutenMarketplace:
             jan=jan,
             offers=tuple(offers.values()),
             observed_at=page.observed_at,
-            complete=page.total is None or page.total <= len(page.items),
+            # An offer left unread is not gone: it may be in stock.
+            complete=not page.unread and (page.total is None or page.total <= len(page.items)),
         )
 
     def _ask(self, params: Mapping[str, str | int]) -> _Answer | FetchError:
@@ -392,7 +394,7 @@ def read_item(code: str, data: Mapping[str, Any], now: dt.datetime) -> FetchResu
 def read_page(ask: Ask, data: Mapping[str, Any], now: dt.datetime) -> PageResult:
     """Every item of one page of an answer, in its order."""
     try:
-        items = tuple(parse_item(item, now) for item in _items(data))
+        items, unread = each_readable(_items(data), lambda item: parse_item(item, now))
         total = optional(data, "count", int)
         pages = optional(data, "pageCount", int)
     except Malformed as exc:
@@ -400,7 +402,9 @@ def read_page(ask: Ask, data: Mapping[str, Any], now: dt.datetime) -> PageResult
     if pages is None and total is not None:
         pages = math.ceil(total / HITS_MAX)
     last = None if pages is None else max(1, min(pages, PAGE_MAX))
-    return Page(ask=ask, items=items, observed_at=now, total=total, last_page=last)
+    return Page(
+        ask=ask, items=tuple(items), observed_at=now, total=total, last_page=last, unread=unread
+    )
 
 
 def _items(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -433,6 +437,10 @@ def parse_item(item: Mapping[str, Any], now: dt.datetime) -> Observation:
         raise Malformed("mediumImageUrls must be a list of strings (formatVersion=2)")
     shop = optional(item, "shopCode", str) or shop_of(code) or ""
     points = read_points(item, price, now)
+    if item.get("taxFlag") == 1:
+        # 税別: the price before tax. Every price we show and compare is what the shopper
+        # pays (the points are counted on the tax-excluded price above).
+        price = with_tax(price)
     return Observation(
         item_code=code[:200],
         price=price,
@@ -476,7 +484,11 @@ def read_points(item: Mapping[str, Any], price: int, now: dt.datetime) -> _Point
         )
     start = _window_time(item, "pointRateStartTime")
     last = _window_time(item, "pointRateEndTime")
-    end = window_end(last) if last is not None else None
+    try:
+        end = window_end(last) if last is not None else None
+    except OverflowError:
+        # "9999-12-31 23:59": until further notice, as a multiplier without an end.
+        end = None
     if start is not None and end is not None and end <= start:
         raise Malformed("pointRateEndTime is before pointRateStartTime")
     tax_included = tax_flag != 1

@@ -60,6 +60,7 @@ from watches.marketplaces.answers import (
     MAX_CONFIG_DETAIL,
     MAX_DETAIL,
     Malformed,
+    each_readable,
     field,
     optional,
     request_failed,
@@ -302,11 +303,11 @@ def _read_offers(jan: str, answer: _Answer) -> OffersResult:
     try:
         hits = field(data, "hits", list)
         total = optional(data, "totalResultsAvailable", int)
+        if not all(isinstance(hit, dict) for hit in hits):
+            raise Malformed("hits must be objects")
+        read, unread = each_readable(hits, lambda hit: parse_hit(hit, now))
         offers: dict[str, Observation] = {}
-        for hit in hits:
-            if not isinstance(hit, dict):
-                raise Malformed("hits must be objects")
-            offer = parse_hit(hit, now)
+        for offer in read:
             # A search by JAN answers that JAN; a hit that names another is not this product.
             if offer.extra.get("jan") in (None, jan):
                 offers.setdefault(offer.item_code, offer)
@@ -314,7 +315,8 @@ def _read_offers(jan: str, answer: _Answer) -> OffersResult:
         return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
     if not offers:
         return FetchError(FetchKind.EMPTY, f"no offer for JAN {jan}")
-    complete = total is None or total <= len(hits)
+    # An offer left unread is not gone: it may be in stock.
+    complete = not unread and (total is None or total <= len(hits))
     return Offers(jan=jan, offers=tuple(offers.values()), observed_at=now, complete=complete)
 
 
@@ -325,7 +327,7 @@ def _read_page(ask: Ask, answer: _Answer) -> PageResult:
         hits = field(data, "hits", list)
         if not all(isinstance(hit, dict) for hit in hits):
             raise Malformed("hits must be objects")
-        items = tuple(parse_hit(hit, now) for hit in hits)
+        items, unread = each_readable(hits, lambda hit: parse_hit(hit, now))
         total = optional(data, "totalResultsAvailable", int)
     except Malformed as exc:
         return FetchError(FetchKind.BAD_RESPONSE, clip(str(exc), MAX_DETAIL))
@@ -333,7 +335,9 @@ def _read_page(ask: Ask, answer: _Answer) -> PageResult:
     if total is not None:
         reachable = min(total, RESULTS_WINDOW - 1)
         last = max(1, min(math.ceil(reachable / RESULTS_MAX), YahooMarketplace.max_page))
-    return Page(ask=ask, items=items, observed_at=now, total=total, last_page=last)
+    return Page(
+        ask=ask, items=tuple(items), observed_at=now, total=total, last_page=last, unread=unread
+    )
 
 
 def parse_hit(hit: Mapping[str, Any], now: dt.datetime) -> Observation:

@@ -128,7 +128,8 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
             # Changed in between: the items above where the last order resumes.
             pace = (resumes if resumes is not None else len(codes)) / hours
             feed.updates_per_hour = pace if old is None else LEARNING * pace + (1 - LEARNING) * old
-    complete = whole or (feed.read_at is not None and resumes is not None)
+    # An item it could not read may be a change of ours it does not show.
+    complete = not page.unread and (whole or (feed.read_at is not None and resumes is not None))
     if not complete or feed.complete_since is None:
         # The chain starts (again) here: from now on a read that reaches back to this one
         # shows every change made after it.
