@@ -322,12 +322,18 @@ RAKUTEN_MAX_WAIT_SECONDS = env_float("RAKUTEN_MAX_WAIT_SECONDS", 10.0, minimum=0
 if RAKUTEN_APP_ID:
     MARKETPLACE_ADAPTERS["rakuten"] = "watches.marketplaces.rakuten.RakutenMarketplace"
 # Yahoo! Shopping Item Search v3: one item by code, or every shop's offer of a JAN code in one
-# request (watches.marketplaces.yahoo). Its budget is its own: 1 query/s per application id.
+# request (watches.marketplaces.yahoo). Its budget is its own, per application id: Yahoo!
+# JAPAN allows 50,000 requests a day (reset at midnight, Japan time) besides one a second, and
+# answers 403 past it until midnight. The default spreads the day's 50,000 evenly (0.58 a
+# second), so prices keep coming all day; an id raised on application may set more.
 YAHOO_APP_ID = env_str("YAHOO_APP_ID")
 YAHOO_API_URL = env_str(
     "YAHOO_API_URL", "https://shopping.yahooapis.jp/ShoppingWebService/V3/itemSearch"
 )
-YAHOO_RATE_PER_SECOND = env_float("YAHOO_RATE_PER_SECOND", 1.0, minimum=0.01)
+YAHOO_REQUESTS_PER_DAY = 50_000
+YAHOO_RATE_PER_SECOND = env_float(
+    "YAHOO_RATE_PER_SECOND", YAHOO_REQUESTS_PER_DAY / 86_400, minimum=0.01
+)
 YAHOO_CONNECT_TIMEOUT = env_float("YAHOO_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 YAHOO_READ_TIMEOUT = env_float("YAHOO_READ_TIMEOUT", 10.0, minimum=0.01)
 YAHOO_MAX_WAIT_SECONDS = env_float("YAHOO_MAX_WAIT_SECONDS", 10.0, minimum=0)

@@ -247,6 +247,20 @@ def test_the_json_form_of_a_refused_appid_is_read_too(stocked):
     assert result.kind == FetchKind.CONFIG and "HTTP 403 Invalid appid" in result.detail
 
 
+def test_a_refused_appid_names_the_daily_limit_that_answers_the_same_403(stocked):
+    stocked.behave[JAN] = "bad_appid"
+    result = offers_of()
+    assert "YAHOO_APP_ID" in result.detail and "50,000 requests a day" in result.detail
+
+
+def test_the_default_budget_spends_at_most_the_requests_yahoo_allows_in_a_day(tmp_path):
+    from tests.test_site_url import settings_in_a_fresh_process
+
+    env = {"YAHOO_RATE_PER_SECOND": ""}
+    rate = float(settings_in_a_fresh_process(tmp_path, "settings.YAHOO_RATE_PER_SECOND", **env))
+    assert rate > 0.5 and rate * 86_400 <= 50_000
+
+
 def test_an_application_id_lost_on_the_way_is_config(stocked):
     adapter = YahooMarketplace()
     adapter.app_id = ""  # what reaches Yahoo: an empty appid

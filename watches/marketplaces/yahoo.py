@@ -250,6 +250,10 @@ class YahooMarketplace:
                 "Yahoo! Shopping refused the application id: set YAHOO_APP_ID to the Client "
                 "ID of an application registered on Yahoo! JAPAN's developer site"
             )
+            if status == 403:
+                # The same 403 for an id past its 50,000 requests of the day: both are named,
+                # and the probe lifts the halt after midnight if that was the cause.
+                fix += ", or wait for midnight (Japan time) if its 50,000 requests a day are spent"
             return FetchError(
                 FetchKind.CONFIG, clip(f"{fix} (Yahoo said {said})", MAX_CONFIG_DETAIL)
             )
