@@ -118,8 +118,10 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
     said = [[item.price, item.in_stock] for item in page.items]
     at = page.observed_at
     resumes = _where_it_resumes(codes, said, feed)
-    whole = len(codes) < per_page  # the shop's whole catalogue fits on the page
-    if feed.read_at is not None and at > feed.read_at:
+    # The shop's whole catalogue fits on the page — unless the answer says it holds more. An
+    # empty page is no catalogue: a shop closed, or an answer that lost its items.
+    whole = 0 < len(codes) < per_page and (page.total is None or page.total <= len(codes))
+    if codes and feed.read_at is not None and at > feed.read_at:
         hours = (at - feed.read_at).total_seconds() / 3600
         old = feed.updates_per_hour
         if resumes is None and not whole:
@@ -129,7 +131,11 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
             pace = (resumes if resumes is not None else len(codes)) / hours
             feed.updates_per_hour = pace if old is None else LEARNING * pace + (1 - LEARNING) * old
     # An item it could not read may be a change of ours it does not show.
-    complete = not page.unread and (whole or (feed.read_at is not None and resumes is not None))
+    complete = (
+        bool(codes)
+        and not page.unread
+        and (whole or (feed.read_at is not None and resumes is not None))
+    )
     if not complete or feed.complete_since is None:
         # The chain starts (again) here: from now on a read that reaches back to this one
         # shows every change made after it.

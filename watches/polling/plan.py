@@ -87,6 +87,9 @@ class Planned:
     key: str = ""
     product_id: int | None = None
     covers: tuple[int, ...] = ()
+    # Chosen for the quarter that goes to the watched listings known longest ago: asked even
+    # when the run is cut short (`watches.polling.poll`), where it would come last again.
+    oldest: bool = False
 
 
 @dataclass
@@ -313,7 +316,7 @@ def _choose(items: list[_Candidate], shaped: list[_Candidate], budget: int | Non
             [candidate, *certain.get(listing_id, ())],
             key=lambda c: (c.unanswered(answered), c.value(answered)),
         )
-        chosen.append(replace(best.request, score=best.value(answered)))
+        chosen.append(replace(best.request, score=best.value(answered), oldest=True))
         best.choose(answered)
     heap = [
         (-c.value(answered), order, c)
