@@ -35,9 +35,13 @@ wall-clock second, as the real one counts it.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
+import zoneinfo
 
 from tests.fakes.server import Answer, FakeAPI, Received
+
+JAPAN = zoneinfo.ZoneInfo("Asia/Tokyo")
 
 APP_ID = "test-yahoo-app-id"
 PATH = "/ShoppingWebService/V3/itemSearch"
@@ -105,6 +109,11 @@ class FakeYahoo(FakeAPI):
         self.behave: dict[str, str] = {}
         self.retry_after: str | None = "120"
         self.app_ids = {APP_ID}
+        # Yahoo! JAPAN's requests a day per appid (50,000 without a raise; reset at midnight,
+        # Japan time), past which it answers 403 "Your Request was Forbidden". None: not
+        # counted (a test that cares sets it low).
+        self.per_day: int | None = None
+        self.days: dict[tuple[str, dt.date], int] = {}
 
     def add(self, code: str, **kwargs) -> dict:
         with self.lock:
@@ -195,6 +204,13 @@ class FakeYahoo(FakeAPI):
             return _xml(400, "Bad Request: Authentication parameters in your request incompleted.")
         if query["appid"] not in self.app_ids:
             return _xml(403, "Your Request was Forbidden")
+        if self.per_day is not None:
+            day = (query["appid"], dt.datetime.now(JAPAN).date())
+            with self.lock:
+                self.days[day] = self.days.get(day, 0) + 1
+                spent = self.days[day] > self.per_day
+            if spent:
+                return _xml(403, "Your Request was Forbidden")
         start, results = query.get("start", "1"), query.get("results", "20")
         if not results.isdigit() or not 1 <= int(results) <= RESULTS_MAX:
             return _json(400, {"Error": {"Message": f"results must be 1 to {RESULTS_MAX}"}})

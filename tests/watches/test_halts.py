@@ -19,7 +19,7 @@ from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.fakes.clock import FakeClock
 from tests.fakes.ichiba import BASE_PATH, PAGE_MAX
 from watches.marketplaces import halts
-from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Shape
+from watches.marketplaces.base import Ask, FetchError, FetchKind, Observation, Offers, Shape
 from watches.marketplaces.rakuten import RakutenMarketplace
 from watches.marketplaces.ratelimit import (
     RateLimiter,
@@ -185,6 +185,30 @@ def test_yahoos_refused_application_id_halts_yahoo_and_nothing_more_is_asked(
     assert fetch("yahoo", [STORE_ITEM])[STORE_ITEM].kind == FetchKind.CONFIG
     assert len(yahoo.requests) == 1
     assert Product.objects.get(jan=JAN).last_error.startswith("yahoo config: ")
+
+
+@pytest.mark.django_db
+def test_yahoos_day_used_up_halts_it_until_a_probe_after_midnight_is_answered(
+    clock, yahoo, settings
+):
+    yahoo.add(STORE_ITEM, jan=JAN, price=500)
+    yahoo.per_day = 3  # 50,000 in truth
+    for _ in range(3):
+        assert isinstance(fetch_offers("yahoo", [JAN])[JAN], Offers)
+    refused = fetch_offers("yahoo", [JAN])[JAN]
+    assert refused.kind == FetchKind.CONFIG and "50,000 requests a day" in refused.detail
+    assert MarketplaceHalt.objects.get().source == "yahoo"
+    clock.move_to(at(PROBE), tick=False)  # the probe, the same day: refused again
+    assert fetch_offers("yahoo", [JAN])[JAN].kind == FetchKind.CONFIG
+    assert MarketplaceHalt.objects.exists()
+
+    # Past midnight in Japan: the next probe is answered and the halt lifts by itself.
+    midnight = dt.datetime.combine(
+        T0.astimezone(TOKYO).date() + dt.timedelta(days=1), dt.time(), tzinfo=TOKYO
+    )
+    clock.move_to(midnight + dt.timedelta(minutes=1), tick=False)
+    assert isinstance(fetch_offers("yahoo", [JAN])[JAN], Offers)
+    assert not MarketplaceHalt.objects.exists()
 
 
 @pytest.mark.django_db
