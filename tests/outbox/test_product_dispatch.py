@@ -15,21 +15,10 @@ from outbox.models import Outbox, OutboxEvent, Reason, Status
 from tests.factories import DeviceFactory, EmailDeviceFactory
 from tests.fakes.push_service import subscribe
 from tests.fakes.smtp_server import text_and_html
-from tests.watches.test_products import JAN, START, five_shops, poll_at, watch
-from watches.models import Listing, PricePoint, Product
-from watches.products.intake import add_product
+from tests.watches.test_products import JAN, START, poll_at, watch
+from watches.models import Listing, PricePoint
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def product(yahoo) -> Product:
-    """A product with five shops' offers at ¥620, ¥520, ¥550, ¥505 and ¥700."""
-    five_shops(yahoo)
-    with time_machine.travel(START, tick=False):
-        made = add_product(JAN)
-    yahoo.requests.clear()
-    return made
 
 
 def dispatch_at(minutes: int):

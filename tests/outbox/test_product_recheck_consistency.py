@@ -5,41 +5,19 @@ other shops to judge."""
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import pytest
-import time_machine
 
-from outbox.dispatch import run_cycle
 from outbox.models import Outbox, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory
-from tests.watches.test_products import JAN, START, five_shops, poll_at, watch
-from watches.models import Listing, Product
+from tests.outbox.test_product_dispatch import dispatch_at, offer
+from tests.watches.test_products import JAN, poll_at, watch
 from watches.products.intake import add_product
 from watches.products.watches import describe_product
 from watches.services import pause_listings
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def product(yahoo) -> Product:
-    """Five Yahoo shops at ¥620, ¥520, ¥550, ¥505 and ¥700, free shipping, 1 % back each."""
-    five_shops(yahoo)
-    with time_machine.travel(START, tick=False):
-        made = add_product(JAN)
-    yahoo.requests.clear()
-    return made
-
-
-def dispatch_at(minutes: int):
-    with time_machine.travel(START + dt.timedelta(minutes=minutes), tick=False):
-        return run_cycle()
-
-
-def offer(code: str) -> Listing:
-    return Listing.objects.get(source="yahoo", item_code=code)
 
 
 # Member-only points and the choice of the best offer.

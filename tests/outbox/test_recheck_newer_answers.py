@@ -15,9 +15,8 @@ from outbox.dispatch import run_cycle
 from outbox.models import Outbox, Reason, Status
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory
 from tests.outbox_helpers import enqueue_for
-from tests.watches.test_products import JAN, START, five_shops, poll_at, watch
+from tests.watches.test_products import JAN, START, poll_at, watch
 from watches.polling.poll import poll_batch
-from watches.products.intake import add_product
 from watches.products.polling import poll_products
 
 pytestmark = pytest.mark.django_db
@@ -77,15 +76,6 @@ def test_a_later_batch_does_not_send_a_value_a_newer_observation_contradicts(
 # The same for a product: a new cheaper shop, found by a poll's whole read.
 
 
-@pytest.fixture
-def product(yahoo):
-    five_shops(yahoo)
-    with time_machine.travel(START, tick=False):
-        made = add_product(JAN)
-    yahoo.requests.clear()
-    return made
-
-
 def test_a_later_batch_does_not_drop_a_product_row_on_the_cycles_older_page(
     product, yahoo, recording_channel, settings
 ):
@@ -123,18 +113,10 @@ def test_a_later_batch_does_not_drop_a_product_row_on_the_cycles_older_page(
 # Points of a campaign that ended since the answer.
 
 
-def test_a_later_batch_does_not_count_points_of_a_campaign_that_ended_since_the_answer(
-    recording_channel, frozen, settings
-):
-    """A demo listing at ¥2,000 with a 10× campaign until NOW + 5 s: 180 pt, ¥1,820 after
-    points; 18 pt (¥1,982) without it. Two watches after points, target ¥1,900, one row per
-    batch. Batch 1 asks at NOW and sends ¥1,820. Its delivery takes 10 s; batch 2 then
-    reuses the cycle's answer of NOW — its campaign ended 5 s ago — and tells ¥1,820 again.
-    A poll's observation in the same state would not have been reused
-    (`fresh_observations`: a campaign ended by now is no answer): the shop would have been
-    asked and the row dropped."""
-    settings.OUTBOX_BATCH_SIZE = 1
-    settings.OUTBOX_REFETCH_MAX_AGE = 30
+def two_rows_on_a_campaign_ending_in_5_s(recording_channel, frozen):
+    """A demo listing at ¥2,000 with a 10× campaign until NOW + 5 s (¥1,820 after points,
+    ¥1,982 without), two watches after points at ¥1,900 with a row each, and a first
+    delivery that takes 10 s."""
     listing = ListingFactory(price=2000, shipping=0)
     DemoProduct.objects.filter(item_code=listing.item_code).update(
         price=2000, point_rate=10, points_from=None, points_until=NOW + dt.timedelta(seconds=5)
@@ -153,6 +135,22 @@ def test_a_later_batch_does_not_count_points_of_a_campaign_that_ended_since_the_
         frozen.shift(dt.timedelta(seconds=10))
 
     recording_channel.during = slow
+    return first, second
+
+
+def test_a_later_batch_does_not_count_points_of_a_campaign_that_ended_since_the_answer(
+    recording_channel, frozen, settings
+):
+    """A demo listing at ¥2,000 with a 10× campaign until NOW + 5 s: 180 pt, ¥1,820 after
+    points; 18 pt (¥1,982) without it. Two watches after points, target ¥1,900, one row per
+    batch. Batch 1 asks at NOW and sends ¥1,820. Its delivery takes 10 s; batch 2 then
+    reuses the cycle's answer of NOW — its campaign ended 5 s ago — and tells ¥1,820 again.
+    A poll's observation in the same state would not have been reused
+    (`fresh_observations`: a campaign ended by now is no answer): the shop would have been
+    asked and the row dropped."""
+    settings.OUTBOX_BATCH_SIZE = 1
+    settings.OUTBOX_REFETCH_MAX_AGE = 30
+    first, second = two_rows_on_a_campaign_ending_in_5_s(recording_channel, frozen)
     run_cycle()
 
     told = {row_id: message.price for row_id, message in recording_channel.delivered}
@@ -209,24 +207,7 @@ def test_a_step_handed_over_after_the_campaign_ended_is_not_told_its_points(
     handed over: ¥1,820 is told where the shop now asks ¥1,982 after points."""
     settings.OUTBOX_REFETCH_MAX_AGE = 30
     settings.OUTBOX_DELIVERY_WORKERS = 1
-    listing = ListingFactory(price=2000, shipping=0)
-    DemoProduct.objects.filter(item_code=listing.item_code).update(
-        price=2000, point_rate=10, points_from=None, points_until=NOW + dt.timedelta(seconds=5)
-    )
-    first = enqueue_for(
-        WatchFactory(listing=listing, target_price=1900, after_points=True),
-        detected_at=NOW - dt.timedelta(seconds=2),
-        price=2000,
-    )
-    second = enqueue_for(
-        WatchFactory(listing=listing, target_price=1900, after_points=True), price=2000
-    )
-
-    def slow():
-        recording_channel.during = None
-        frozen.shift(dt.timedelta(seconds=10))
-
-    recording_channel.during = slow
+    first, second = two_rows_on_a_campaign_ending_in_5_s(recording_channel, frozen)
     run_cycle()
 
     told = {row_id: message.price for row_id, message in recording_channel.delivered}

@@ -1,30 +1,23 @@
 """A shop's feed vouches for a listing it does not show only where it truly showed every
 change since the listing was last observed: not on one old item's place, not on an old order
-whose prices changed, not for a listing whose last request failed or that was paused."""
+whose prices changed, not on a short or empty page, not for a listing whose last request
+failed or that was paused. And the quarter of a run given to the listings known longest ago
+is asked even when the run is cut short."""
 
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 
 import pytest
 
-from tests.factories import DeviceFactory, ListingFactory, WatchFactory
+from tests.watches.test_poll_shapes import T0, listing, reach, shapes_of
 from watches.marketplaces.base import Ask, Observation, Page, Shape
-from watches.models import Listing, ShopFeed, Trigger
+from watches.models import ShopFeed
 from watches.polling import feeds
-from watches.polling.plan import Reach, plan
+from watches.polling.plan import plan
 from watches.polling.poll import due_listings
 
 pytestmark = pytest.mark.django_db
-
-TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
-T0 = dt.datetime(2026, 3, 10, 10, 0, tzinfo=TOKYO)
-EVERYTHING = frozenset({Shape.ITEM, Shape.SHOP, Shape.PRODUCT})
-
-
-def reach(budget: int | None) -> dict[str, Reach]:
-    return {"rakuten": Reach(budget, EVERYTHING, 30, lambda code: code.partition(":")[0])}
 
 
 @pytest.fixture
@@ -33,27 +26,9 @@ def clock(time_machine):
     return time_machine
 
 
-def listing(code: str, *, price: int = 1000, target: int | None = None, **fields) -> Listing:
-    fields.setdefault("last_polled_at", T0 - dt.timedelta(hours=1))
-    made = ListingFactory.create(
-        source="rakuten", item_code=code, price=price, shipping=0, units_per_pack=None, **fields
-    )
-    if target is not None:
-        WatchFactory(
-            listing=made, device=DeviceFactory(), trigger=Trigger.TARGET_PRICE, target_price=target
-        )
-    return made
-
-
-def page(codes: list[str], at: dt.datetime, shop: str = "s") -> Page:
+def page(codes: list[str], at: dt.datetime, total: int | None = None, shop: str = "s") -> Page:
     items = tuple(Observation(code, 100, True, at, extra={"shop": shop}) for code in codes)
-    return Page(Ask(Shape.SHOP, shop), items, at)
-
-
-def shapes_of(chosen):
-    return [
-        (item.shape, item.listing_id if item.shape == Shape.ITEM else item.key) for item in chosen
-    ]
+    return Page(Ask(Shape.SHOP, shop), items, at, total=total)
 
 
 # The last item of a page alone "proves" the order resumes.
@@ -173,3 +148,48 @@ def test_a_change_shown_while_paused_is_not_known_unchanged_once_resumed(time_ma
     chosen = plan(due_listings(T0), T0, reaches=reach(10))
 
     assert (Shape.ITEM, a.pk) in shapes_of(chosen), "its ¥900 was read, never kept or judged"
+
+
+# A short or empty page 1 taken for the shop's whole catalogue.
+
+
+def test_a_short_page_whose_total_says_more_is_not_the_whole_catalogue():
+    """Page 1 holds 5 items but the answer's `count` says the shop has 100: the other 95
+    are not on it, so the read did not show every change (nothing of the last read's order
+    is on it either). The feed must not vouch for a listing it did not show."""
+    feed = ShopFeed(source="rakuten", shop="s")
+    first = T0 - dt.timedelta(hours=1)
+    feeds._learn_from(feed, page([f"s:{n}" for n in range(5)], first, total=5), 30)
+    assert feed.complete_since == first
+
+    feeds._learn_from(feed, page([f"s:new{n}" for n in range(5)], T0, total=100), 30)
+
+    assert feed.complete_since == T0, "a page that holds 5 of 100 items reached back nowhere"
+    assert not feed.shows_unchanged(first + dt.timedelta(minutes=1))
+
+
+def test_an_empty_page_does_not_vouch_for_the_shops_listings(time_machine, ichiba):
+    """A shop with two watched listings closes (or its feed answers `count: 0`): page 1
+    comes back empty, taken for the whole catalogue, the read "complete" and the shop's pace
+    learned as nought. The plan then takes both listings for unchanged and in stock run
+    after run — the shop's empty page "answers" them, also in the oldest quarter — and never
+    asks either on its own (its own request would answer `empty`: out of stock)."""
+    for code in ("s:a", "s:b"):
+        ichiba.add(code, price=1000)
+    time_machine.move_to(T0 - dt.timedelta(hours=2), tick=False)
+    a = listing("s:a", target=950, last_polled_at=None)
+    b = listing("s:b", target=950, last_polled_at=None)
+    feeds.poll_shops("rakuten", ["s"])  # both shown: the chain begins
+    a.refresh_from_db()
+    assert a.last_polled_at == T0 - dt.timedelta(hours=2)
+
+    for code in ("s:a", "s:b"):  # the shop closes
+        del ichiba.items[code]
+    for minutes in (60, 30):
+        time_machine.move_to(T0 - dt.timedelta(minutes=minutes), tick=False)
+        feeds.poll_shops("rakuten", ["s"])  # count 0, no items
+
+    time_machine.move_to(T0, tick=False)
+    chosen = shapes_of(plan(due_listings(T0), T0, reaches=reach(10)))
+
+    assert (Shape.ITEM, a.pk) in chosen and (Shape.ITEM, b.pk) in chosen, chosen

@@ -5,6 +5,7 @@ for the dispatcher, and a fresh poll observation serves as the dispatcher's re-f
 from __future__ import annotations
 
 import datetime as dt
+import types
 import zoneinfo
 
 import pytest
@@ -16,6 +17,7 @@ from watches import services
 from watches.marketplaces.base import FetchError, Observation
 from watches.marketplaces.ratelimit import RateLimiter, forget_limiter, install_limiter
 from watches.models import Listing, Trigger, Watch
+from watches.polling import poll as poll_module
 from watches.polling.plan import plan, run_budget, watched_coverage
 from watches.polling.poll import due_listings, poll
 
@@ -312,3 +314,31 @@ def test_coverage_counts_watched_listings_checked_within_15_minutes_and_an_hour(
     watch(paused)
     assert Watch.objects.count() == 5
     assert watched_coverage(T0) == {"watched": 4, "within_15m": 0.5, "within_1h": 0.75}
+
+
+def test_a_run_cut_short_still_asks_the_listing_checked_longest_ago(
+    time_machine, rakuten, settings, monkeypatch
+):
+    """Budget 4 a run (a quarter: 1 for the listing checked longest ago). The dispatcher's
+    re-checks take the limiter's slots, so every run's time runs out after 3 of its 4
+    requests. The quarter's pick, far from its line, is asked last (sorted by score) and is
+    what each run leaves out; next run it is still the oldest, picked again, put last again:
+    it is never asked, however many runs go by."""
+    settings.POLL_SHAPES = ["item"]
+    budget_of(settings, 4)
+    settings.POLL_BATCH_SIZE = 1
+    watch(listing(rakuten, "far"), target_price=300)
+    for n in range(8):
+        watch(listing(rakuten, f"close-{n}"), target_price=990)
+
+    # Each batch takes a "second"; a run may take 2.5 of them: 3 of its 4 requests.
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(poll_module, "time", types.SimpleNamespace(monotonic=lambda: next(ticks)))
+
+    for run in range(6):
+        time_machine.move_to(T0 + dt.timedelta(minutes=15 * run), tick=False)
+        poll(max_seconds=2.5)
+
+    asked = [query["itemCode"] for query in rakuten.requests]
+    assert len(asked) >= 18  # at least the 3 a run its time allows
+    assert "shop:far" in asked, "checked longest ago, and never asked in six runs"
