@@ -482,6 +482,7 @@ def clear_world() -> None:
             "watches_watch",
             "watches_pricepoint",
             "watches_listing",
+            "watches_offerpage",
             "watches_product",
             "watches_device",
             "watches_shopfeed",

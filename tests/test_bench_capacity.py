@@ -83,6 +83,29 @@ def test_the_capacity_bench_runs_small_and_its_judging_agrees_with_polling(bench
     assert "a sale (8–30 % off, 30 min to 3 h) starts on 12% of items every 6 h" in printed
 
 
+def test_clearing_a_world_leaves_no_row_of_it_behind(bench_capacity):
+    # SQLite checks foreign keys at COMMIT: inside the test's transaction a table the clearing
+    # forgot would go unnoticed, so every table is counted instead.
+    from _capacity_world import Params, clear_world
+    from django.apps import apps
+
+    def rows() -> dict[str, int]:
+        return {
+            model._meta.db_table: model.objects.count()
+            for app in ("watches", "outbox")
+            for model in apps.get_app_config(app).get_models()
+        }
+
+    world = [(Params(listings=200, shops=30, watches=2_000, hours=1.5), 48.0)]
+    with transaction.atomic():
+        before = rows()
+        bench_capacity.simulate(world, "sim", warmup_hours=1, sizes=1, tail_hours=0.25)
+        clear_world()
+        after = rows()
+        transaction.set_rollback(True)
+    assert after == before
+
+
 def test_the_capacity_bench_runs_a_yahoo_world_through_the_yahoo_adapter(bench_capacity, capsys):
     """The same world on Yahoo! Shopping: one appid at 1 query/s against the fake Yahoo, store
     items asked within their store, products' offers by JAN code; its judging agrees with
