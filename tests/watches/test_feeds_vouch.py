@@ -7,6 +7,7 @@ is asked even when the run is cut short."""
 from __future__ import annotations
 
 import datetime as dt
+import types
 
 import pytest
 
@@ -193,3 +194,33 @@ def test_an_empty_page_does_not_vouch_for_the_shops_listings(time_machine, ichib
     chosen = shapes_of(plan(due_listings(T0), T0, reaches=reach(10)))
 
     assert (Shape.ITEM, a.pk) in chosen and (Shape.ITEM, b.pk) in chosen, chosen
+
+
+def test_the_recheck_reads_on_past_a_full_page_with_an_unread_item(monkeypatch):
+    """A full page of which one item could not be read (`Page.unread`) is still full: the
+    shop holds more, and the next page is read for the listings still missing, rather than
+    each asked by a request of its own."""
+    adapter = types.SimpleNamespace(per_page=3, shop_of=lambda code: code.partition(":")[0])
+    monkeypatch.setattr(feeds, "_adapter_with_feeds", lambda source: adapter)
+    catalogue = {
+        1: (("s:a", "s:b"), 1),  # 3 items, one unreadable: full
+        2: (("s:x", "s:y", "s:z"), 0),
+    }
+    asked: list[int] = []
+
+    def answer(source, asks, call, default):
+        answers = {}
+        for one in asks:
+            asked.append(one.page)
+            codes, unread = catalogue.get(one.page, ((), 0))
+            items = tuple(Observation(code, 100, True, T0) for code in codes)
+            answers[one] = Page(ask=one, items=items, observed_at=T0, unread=unread)
+        return answers
+
+    monkeypatch.setattr(feeds, "ask", answer)
+    mine = [types.SimpleNamespace(id=i, item_code=code) for i, code in enumerate(["s:x", "s:y"])]
+
+    found = feeds.answer_together("rakuten", mine)
+
+    assert asked == [1, 2]
+    assert set(found) == {0, 1}

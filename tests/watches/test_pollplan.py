@@ -321,9 +321,9 @@ def test_a_run_cut_short_still_asks_the_listing_checked_longest_ago(
 ):
     """Budget 4 a run (a quarter: 1 for the listing checked longest ago). The dispatcher's
     re-checks take the limiter's slots, so every run's time runs out after 3 of its 4
-    requests. The quarter's pick, far from its line, is asked last (sorted by score) and is
-    what each run leaves out; next run it is still the oldest, picked again, put last again:
-    it is never asked, however many runs go by."""
+    requests. The quarter's pick, far from its line, comes last in the plan's order: cut
+    there, it would come last again next run, and never be asked. The run asks it while its
+    time lasts instead."""
     settings.POLL_SHAPES = ["item"]
     budget_of(settings, 4)
     settings.POLL_BATCH_SIZE = 1
@@ -331,9 +331,9 @@ def test_a_run_cut_short_still_asks_the_listing_checked_longest_ago(
     for n in range(8):
         watch(listing(rakuten, f"close-{n}"), target_price=990)
 
-    # Each batch takes a "second"; a run may take 2.5 of them: 3 of its 4 requests.
-    ticks = iter(range(10_000))
-    monkeypatch.setattr(poll_module, "time", types.SimpleNamespace(monotonic=lambda: next(ticks)))
+    # Each request takes a "second"; a run may take 2.5 of them: 3 of its 4 requests.
+    seconds = types.SimpleNamespace(monotonic=lambda: float(len(rakuten.requests)))
+    monkeypatch.setattr(poll_module, "time", seconds)
 
     for run in range(6):
         time_machine.move_to(T0 + dt.timedelta(minutes=15 * run), tick=False)
@@ -342,3 +342,28 @@ def test_a_run_cut_short_still_asks_the_listing_checked_longest_ago(
     asked = [query["itemCode"] for query in rakuten.requests]
     assert len(asked) >= 18  # at least the 3 a run its time allows
     assert "shop:far" in asked, "checked longest ago, and never asked in six runs"
+
+
+def test_a_run_past_its_deadline_starts_no_more_than_one_batch(
+    time_machine, rakuten, settings, monkeypatch
+):
+    """POLL_MAX_SECONDS plus one batch must stay below Q_TIMEOUT: the quarter for the
+    listings known longest ago (10 requests here) is asked within the run's time, not after
+    it."""
+    settings.POLL_SHAPES = ["item"]
+    budget_of(settings, 40)  # a quarter: 10 for the listings checked longest ago
+    settings.POLL_BATCH_SIZE = 1
+    day_ago = T0 - dt.timedelta(days=1)
+    for n in range(10):
+        watch(listing(rakuten, f"far-{n}", last_polled_at=day_ago), target_price=300)
+    for n in range(40):
+        watch(listing(rakuten, f"close-{n}"), target_price=990)
+    seconds = types.SimpleNamespace(monotonic=lambda: float(len(rakuten.requests)))
+    monkeypatch.setattr(poll_module, "time", seconds)
+    time_machine.move_to(T0, tick=False)
+
+    poll(max_seconds=2.5)
+
+    asked = [query["itemCode"] for query in rakuten.requests]
+    assert len(asked) == 3, "2.5 s: 2 batches in time, one more that ends past it"
+    assert sum(code.startswith("shop:far-") for code in asked) == 2, asked

@@ -120,7 +120,8 @@ def _learn_from(feed: ShopFeed, page: Page, per_page: int) -> None:
     resumes = _where_it_resumes(codes, said, feed)
     # The shop's whole catalogue fits on the page — unless the answer says it holds more. An
     # empty page is no catalogue: a shop closed, or an answer that lost its items.
-    whole = 0 < len(codes) < per_page and (page.total is None or page.total <= len(codes))
+    held = len(codes) + page.unread  # what the page holds, read or not
+    whole = 0 < held < per_page and (page.total is None or page.total <= held)
     if codes and feed.read_at is not None and at > feed.read_at:
         hours = (at - feed.read_at).total_seconds() / 3600
         old = feed.updates_per_hour
@@ -226,7 +227,10 @@ def answer_together(source: str, listings: Sequence[Listing]) -> dict[int, Obser
                     known = mine.pop(item.item_code, None)
                     if known is not None:
                         found[known.id] = item
-            full = isinstance(answer, Page) and len(answer.items) >= adapter.per_page
+            # A page it could not read all of is still full: the shop has more pages.
+            full = (
+                isinstance(answer, Page) and len(answer.items) + answer.unread >= adapter.per_page
+            )
             if not full or len(mine) < 2:
                 del missing[shop_ask.key]
         page += 1

@@ -150,29 +150,43 @@ def poll(
         planned = plan(due, now)
     total = len(planned)
     result = PollResult()
-    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    started = time.monotonic()
+    rest = list(planned)
     done = 0
-    for batch in _batches(planned, settings.POLL_BATCH_SIZE):
+    while rest:
+        batch = _next_batch(rest, started, done, max_seconds)
         result.add(_run(batch))
         done += len(batch)
         if progress is not None:
             progress(done, total)
-        if deadline is not None and time.monotonic() > deadline and done < total:
-            # The rest are worth least, or the most recently polled: they wait for the next
-            # run — but for the quarter given to the listings known longest ago (a quarter
-            # of the budget at most). Worth little, it is asked last: cut, it would come
-            # last again next run, and the next, and those listings never come round.
-            rest = planned[done:]
-            oldest = [request for request in rest if request.oldest]
-            for late in _batches(oldest, settings.POLL_BATCH_SIZE):
-                result.add(_run(late))
-            log.info(
-                "poll stopped after %s s; %d request(s) wait",
-                max_seconds,
-                len(rest) - len(oldest),
-            )
+        if max_seconds is not None and time.monotonic() - started > max_seconds and rest:
+            # The rest are worth least, or the most recently polled; they head the next run.
+            log.info("poll stopped after %s s; %d request(s) wait", max_seconds, len(rest))
             break
     return result
+
+
+def _next_batch(
+    rest: list[Planned], started: float, done: int, max_seconds: float | None
+) -> list[Planned]:
+    """The next batch of the run, taken out of `rest`: the next in the plan's order — or,
+    once the run's pace so far says it would not reach them before `max_seconds`, the
+    requests of the quarter for the listings known longest ago. Worth least, they come last:
+    cut with the rest, they would come last again next run, and those listings never come
+    round. Asked within the time instead, the run still ends within `max_seconds` and one
+    batch."""
+    size = settings.POLL_BATCH_SIZE
+    oldest = [request for request in rest if request.oldest]
+    if max_seconds is not None and done and oldest:
+        elapsed = time.monotonic() - started
+        if elapsed + elapsed / done * len(oldest) >= max_seconds:
+            batch = next(iter(_batches(oldest, size)))
+            taken = {id(request) for request in batch}
+            rest[:] = [request for request in rest if id(request) not in taken]
+            return batch
+    batch = next(iter(_batches(rest, size)))
+    del rest[: len(batch)]
+    return batch
 
 
 def _batches(planned: list[Planned], size: int) -> Iterable[list[Planned]]:
