@@ -219,3 +219,21 @@ def test_staff_switch_the_admin_language(browser, live_server):
     page.click(".ob-lang button[lang=ja]")
     expect(page.locator("#content h1")).to_have_text("サイト管理")
     expect(page.locator(".ob-lang button[lang=ja]")).to_be_disabled()
+
+
+def test_staff_resume_a_paused_listing_and_it_is_asked_for_first(browser, live_server):
+    from playwright.sync_api import expect
+
+    from tests.factories import ListingFactory
+    from watches.models import Listing
+
+    User.objects.create_superuser("ops", "ops@example.test", PASSWORD)
+    listing = ListingFactory(paused=True, last_polled_at=timezone.now() - dt.timedelta(hours=2))
+    page = log_in(browser, live_server, lang="en", size=(1280, 900))
+    page.goto(f"{live_server.url}/admin/watches/listing/{listing.pk}/change/")
+    page.uncheck("#id_paused")
+    page.click("input[name=_save]")
+    page.wait_for_url("**/admin/watches/listing/")
+    expect(page.locator(".messagelist .success")).to_have_count(1)
+    listing = Listing.objects.get(pk=listing.pk)
+    assert (listing.paused, listing.last_polled_at) == (False, None)
