@@ -4,6 +4,7 @@ its own key prefix; nothing here measures real time."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import uuid
@@ -62,6 +63,21 @@ def test_two_processes_share_one_budget(client):
     # 20 requests at 2/s from two processes: 20 distinct slots half a second apart, as one
     # process alone would have been given (on the grid: the first a quarter second on).
     assert sorted(waits) == pytest.approx([0.25 + i * 0.5 for i in range(20)])
+
+
+def test_two_processes_asking_together_never_get_the_same_slot_at_three_a_second(client):
+    """The next free slot is kept as the grid's boundary half an interval before it: a moment
+    near the slot just given, rounded to the microsecond, was read back as that slot (at 3/s,
+    asked 0.67 µs after a grid point, a moment the Redis server's clock gives)."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Manager().Barrier(2)
+    key = f"{client.prefix}:rakuten:grid"
+    now = 1_700_000_000.833334  # the Redis server's TIME: whole microseconds
+    with context.Pool(2) as pool:
+        runs = [pool.apply_async(take_slots, (REDIS, key, 3.0, now, 1, start)) for _ in range(2)]
+        waits = sorted(wait for run in runs for wait in run.get(timeout=60))
+    # Two slots a third of a second apart, as any two requests of the id at 3/s must be.
+    assert waits[1] - waits[0] == pytest.approx(1 / 3, abs=1e-5), waits
 
 
 def test_slots_fall_mid_second_on_the_fleets_clock(client):
@@ -144,6 +160,32 @@ def test_a_429_halves_the_fleets_rate_then_it_climbs_back(client):
     assert here.current_rate() == pytest.approx(2.0)  # never above the configured rate
     assert here.acquire() == pytest.approx(0.25)
     assert here.acquire() == pytest.approx(0.5)
+
+
+def test_below_the_configured_rate_slots_keep_the_lowered_rate_on_average(client):
+    """At 0.7/s on the grid of 1/s the slots are one or two seconds apart, what the grid
+    rounds up owed back to the next spacing: seven spacings take ten seconds."""
+    clock = FakeClock(sleeping_moves_time=False)  # every request asked at one moment
+    limiter = _limiter(client, clock, rate=1.0)
+    limiter.hold_off(0)  # halved to 0.5/s ...
+    clock.now += 60  # ... and climbed back by 0.2/s
+    assert limiter.current_rate() == pytest.approx(0.7)
+    waits = [limiter.acquire() for _ in range(8)]
+    gaps = [round(b - a, 6) for a, b in itertools.pairwise(waits)]
+    assert set(gaps) == {1, 2} and sum(gaps) == 10, gaps
+
+
+def test_a_budget_written_as_a_moment_to_the_microsecond_is_kept(client):
+    """The earlier script wrote the next free moment rounded to the microsecond; a fleet's
+    state left in that form still holds its hold-off and its rate."""
+    clock = FakeClock()
+    limiter = _limiter(client, clock, rate=2.0)
+    client.hset(
+        limiter.key, mapping={"tat": "130.000000", "rate": "1.000000", "rate_at": "100.000000"}
+    )
+    assert limiter.current_rate() == pytest.approx(1.0)
+    assert limiter.acquire() == pytest.approx(30.25)  # the first grid point after the hold
+    assert limiter.acquire() == pytest.approx(1.0)  # at the rate it had been lowered to
 
 
 def test_the_429s_of_one_burst_lower_the_rate_once(client):
@@ -245,6 +287,47 @@ def test_an_unreachable_budget_makes_no_request(ichiba, settings):
         "shop:b": FetchKind.RATE_LIMITED,
     }
     assert ichiba.requests == []
+
+
+@pytest.mark.django_db
+def test_redis_lost_after_a_refused_slot_is_answered_as_ours_not_raised(ichiba, settings, client):
+    """Redis fails over while a caller sleeps through its third missed slot: the refusal's
+    "how long to wait" finds no Redis either. The batch is answered as ours, not raised: an
+    escaped error made every code `bad_response`, spending the dispatcher's retries on our
+    outage (decision 0045)."""
+    from tests.fakes.relay import Relay
+    from watches.polling.observations import fetch
+
+    host = client.connection_pool.connection_kwargs
+    relay = Relay((host.get("host", "127.0.0.1"), host.get("port", 6379)))
+    relayed = redis.Redis(host="127.0.0.1", port=relay.port, socket_timeout=1)
+    clock = FakeClock()
+    sleeps = []
+
+    def slow_process(seconds: float) -> None:
+        """Wakes half a second late for every slot; Redis fails over during the third."""
+        sleeps.append(seconds)
+        clock.sleep(seconds + 0.5)
+        if len(sleeps) == hostlimit.LATE_TRIES:
+            relay.cut()
+
+    rate = settings.RAKUTEN_RATE_PER_SECOND
+    limiter = RedisRateLimiter(
+        relayed, f"{client.prefix}:rakuten", 1.0, clock=clock, sleep=slow_process
+    )
+    install_limiter(f"rakuten:{APP_ID}", rate, limiter)
+    ichiba.add("shop:a")
+    ichiba.add("shop:b")
+    try:
+        results = fetch("rakuten", ["shop:a", "shop:b"])
+    finally:
+        ratelimit.forget_limiter(f"rakuten:{APP_ID}", rate)
+        relay.cut()
+    assert len(sleeps) == hostlimit.LATE_TRIES and ichiba.requests == []
+    assert {code: (r.kind, r.ours) for code, r in results.items()} == {
+        "shop:a": (FetchKind.RATE_LIMITED, True),
+        "shop:b": (FetchKind.RATE_LIMITED, True),
+    }, results
 
 
 @pytest.mark.django_db

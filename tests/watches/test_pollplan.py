@@ -91,8 +91,10 @@ def test_a_budget_of_n_asks_about_the_n_listings_the_priority_names(clock, rakut
     watch(popular_far, 30, target_price=500)  # 100 % away, 30 watchers
     close = listing(rakuten, "close", price=1000)
     watch(close, target_price=990)  # 1 % away
-    medium = listing(rakuten, "medium", price=1000)
-    watch(medium, target_price=950)  # 5 % away
+    # 5 % away, and the watched listing checked longest ago: the quarter's pick, in the runs
+    # that have one (three of four at a budget of 3), is one the priority names too.
+    medium = listing(rakuten, "medium", price=1000, last_polled_at=HOUR_AGO - dt.timedelta(hours=1))
+    watch(medium, target_price=950)
     sold_out = listing(rakuten, "sold-out", in_stock=False)
     watch(sold_out, trigger=Trigger.BACK_IN_STOCK, target_price=None)
     for n in range(3):
@@ -156,7 +158,9 @@ def test_longer_unchecked_and_more_watched_and_more_volatile_come_first(clock, r
     assert order.index(jumpy.pk) < order.index(calm.pk)
 
 
-def test_a_quarter_of_the_budget_goes_to_the_watched_listing_checked_longest_ago(clock, rakuten):
+def test_a_quarter_of_the_budget_goes_to_the_watched_listing_checked_longest_ago(
+    clock, rakuten, settings
+):
     far = listing(rakuten, "far", last_polled_at=T0 - dt.timedelta(hours=3))
     watch(far, target_price=300)  # 70 % away: its score is the lowest by far
     for n in range(4):
@@ -166,10 +170,12 @@ def test_a_quarter_of_the_budget_goes_to_the_watched_listing_checked_longest_ago
     assert far.pk in [item.listing_id for item in chosen]
     assert len(chosen) == 4
     assert chosen[-1].listing_id == far.pk, "asked last: worth least"
-    # Three requests left the share rounds down to nothing: the score decides them all.
-    assert far.pk not in [
-        item.listing_id for item in plan(due_listings(T0), T0, budgets={"rakuten": 3})
-    ]
+    # Three requests: three quarters of one a run, carried from run to run by the clock —
+    # the quarter asks in three runs of any four in a row, the score decides the fourth.
+    runs = [T0 + dt.timedelta(minutes=settings.POLL_EVERY_MINUTES * n) for n in range(4)]
+    plans = [plan(due_listings(at), at, budgets={"rakuten": 3}) for at in runs]
+    assert [len(chosen) for chosen in plans] == [3, 3, 3, 3]
+    assert sum(far.pk in [item.listing_id for item in chosen] for chosen in plans) == 3
 
 
 def test_a_listing_far_from_every_line_is_not_starved(clock, rakuten, settings):
@@ -196,6 +202,47 @@ def test_paused_and_removed_watches_do_not_make_a_listing_watched(clock, rakuten
         paused.pk: False,
         removed.pk: False,
     }
+
+
+def test_a_listing_far_from_every_line_is_not_starved_by_a_budget_of_three(
+    time_machine, rakuten, settings
+):
+    """A quarter of 3 requests is less than one: carried from run to run, it still asks the
+    listing far from every line (rounded down every run, it never would)."""
+    budget_of(settings, 3)
+    far = listing(rakuten, "far", last_polled_at=T0 - dt.timedelta(hours=3))
+    watch(far, target_price=300)  # 70 % away
+    start = T0 - dt.timedelta(minutes=20)
+    for n in range(12):
+        watch(listing(rakuten, f"close-{n}", last_polled_at=start), target_price=990)  # 1 %
+    for run in range(15):  # half an hour of runs, one every POLL_EVERY_MINUTES
+        at = T0 + dt.timedelta(minutes=settings.POLL_EVERY_MINUTES * run)
+        time_machine.move_to(at, tick=False)
+        poll(max_seconds=settings.POLL_MAX_SECONDS)
+    assert len(rakuten.requests) == 45
+    assert "far" in asked(rakuten), "checked 3 hours ago, and never asked in 15 runs"
+
+
+def test_the_lowest_rate_the_settings_accept_still_polls(time_machine, ichiba, settings):
+    """0.01 request/s is 0.96 of a request a run (2 minutes, a fifth kept for the dispatcher):
+    carried from run to run, one request in 24 runs of 25, where rounding down asked nothing,
+    ever."""
+    settings.RAKUTEN_RATE_PER_SECOND = 0.01
+    fake = FakeClock()
+    install_limiter(f"rakuten:{APP_ID}", 0.01, RateLimiter(0.01, clock=fake, sleep=fake.sleep))
+    try:
+        watch(listing(ichiba, "watched", last_polled_at=T0 - dt.timedelta(hours=3)))
+        budgets = []
+        for run in range(25):
+            at = T0 + dt.timedelta(minutes=settings.POLL_EVERY_MINUTES * run)
+            budgets.append(run_budget("rakuten", at))
+            if run < 10:  # 20 minutes: 12 requests allowed, 9.6 of them polling's
+                time_machine.move_to(at, tick=False)
+                poll(max_seconds=settings.POLL_MAX_SECONDS)
+        assert asked(ichiba) != [], "the listing was never polled in 20 minutes"
+        assert sorted(budgets) == [0] + [1] * 24
+    finally:
+        forget_limiter(f"rakuten:{APP_ID}", 0.01)
 
 
 def test_a_share_of_the_budget_is_left_for_the_dispatcher(rakuten, settings):

@@ -244,10 +244,12 @@ def take_slot(budget: Budget, max_wait: float | None, only: str | None = None) -
     refused at once the same way)."""
     try:
         slot = budget.acquire(max_wait=max_wait, only=only)
+        if slot is None:
+            # Asks the limiter again: Redis can be lost between the two calls.
+            wait = budget.wait_needed()
+            return FetchError(
+                FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=wait
+            )
     except LimiterUnavailable as exc:
         return FetchError(FetchKind.RATE_LIMITED, clip(str(exc), MAX_DETAIL), ours=True)
-    if slot is None:
-        return FetchError(
-            FetchKind.RATE_LIMITED, "waiting out the rate limit", retry_after=budget.wait_needed()
-        )
     return slot

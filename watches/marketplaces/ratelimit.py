@@ -143,10 +143,15 @@ INCREASE_PER_SECOND = 0.1 / 30  # of the configured rate
 CUT_GAP_SECONDS = 2.0
 _IDLE_EXPIRY = 86400  # state of an id nobody used for a day is forgotten
 
-# KEYS[1]: the budget's state (hash: tat, rate, rate_at, cut_at); KEYS[2]: the prefix of its
-# per-minute usage counters. ARGV: operation, now ('' = the Redis server's clock), the
+# KEYS[1]: the budget's state (hash: tat, lead, rate, rate_at, cut_at); KEYS[2]: the prefix of
+# its per-minute usage counters. ARGV: operation, now ('' = the Redis server's clock), the
 # configured rate, then max_wait ('' = none) for `acquire` or seconds for `hold_off`.
 # Numbers go back as strings: Redis would truncate a Lua number to an integer.
+# `tat`: no slot before it. `acquire` writes it as the grid's boundary half an interval before
+# the next free slot, never near a slot: a moment close to one could be read back as the slot
+# just given (a time rounded to the microsecond was, at 3/s). `lead`: how much of an interval
+# the next slot was moved on by the grid beyond 1/rate, owed back to the spacing after it, so
+# that below the configured rate (AIMD) slots still come `rate` a second on average.
 _SCRIPT = """
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -156,52 +161,63 @@ if not now then
 end
 local base = tonumber(ARGV[3])
 local floor_rate = base * tonumber(ARGV[6])
-local s = redis.call('HMGET', KEYS[1], 'tat', 'rate', 'rate_at', 'cut_at')
+local s = redis.call('HMGET', KEYS[1], 'tat', 'rate', 'rate_at', 'cut_at', 'lead')
 local tat = tonumber(s[1]) or now
 local rate = tonumber(s[2]) or base
 local rate_at = tonumber(s[3]) or now
 local cut_at = tonumber(s[4])
+local lead = tonumber(s[5]) or 0
 if now > rate_at then
   rate = rate + base * tonumber(ARGV[7]) * (now - rate_at)
 end
 rate = math.max(floor_rate, math.min(base, rate))
--- Slots fall on the configured rate's grid, mid-interval: k + 0.5 s at 1/s.
-local function on_grid(t)
-  return (math.ceil(t * base - 0.5 - 1e-6) + 0.5) / base
+-- Slots fall on the configured rate's grid, mid-interval: slot k at (k + 0.5) / base (k + 0.5 s
+-- at 1/s). The first slot at or after a moment, within a microsecond's tolerance:
+local function first_slot(t)
+  return math.ceil(t * base - 0.5 - 1e-6)
+end
+local function n(x)
+  return string.format('%.17g', x)
 end
 if op == 'peek' then
-  local wait = math.max(0, on_grid(math.max(tat, now)) - now)
+  local wait = math.max(0, (first_slot(math.max(tat, now)) + 0.5) / base - now)
   return {string.format('%.6f', wait), string.format('%.6f', rate)}
 end
 if op == 'acquire' then
-  local start = math.max(tat, now)
-  local slot = on_grid(start)
-  -- on_grid's tolerance may put the slot up to a microsecond before now: that slot is now
-  -- (a negative wait is the refusal below, and this slot is taken).
+  local k = first_slot(math.max(tat, now))
+  local slot = (k + 0.5) / base
+  -- The tolerance may put the slot up to a microsecond before now: that slot is now (a
+  -- negative wait is the refusal below, and this slot is taken).
   local wait = math.max(0, slot - now)
   local max_wait = tonumber(ARGV[4])
   if max_wait and wait > max_wait then
     return {'-1', string.format('%.6f', rate)}
   end
-  tat = start + 1 / rate
+  if now > tat then lead = 0 end  -- idle: nothing owed
+  -- The next slot: 1/rate after this one, rounded up to the grid, a whole slot at least.
+  local spacing = base / rate - lead
+  local step = math.max(1, math.ceil(spacing - 1e-9))
+  lead = math.max(0, step - spacing)
   local used = KEYS[2] .. ':' .. math.floor(slot / 60)
   redis.call('INCR', used)
   redis.call('EXPIRE', used, 600)
-  redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat),
-    'rate', string.format('%.6f', rate), 'rate_at', string.format('%.6f', now))
+  redis.call('HSET', KEYS[1], 'tat', n((k + step) / base), 'lead', n(lead),
+    'rate', n(rate), 'rate_at', n(now))
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[8]))
   return {string.format('%.6f', wait), string.format('%.6f', rate)}
 end
 if op == 'hold_off' then
   local hold_until = now + tonumber(ARGV[4])
-  if hold_until > tat then tat = hold_until end
+  if hold_until > tat then
+    tat = hold_until
+    lead = 0
+  end
   if not cut_at or now - cut_at >= tonumber(ARGV[5]) then
     rate = math.max(floor_rate, rate * tonumber(ARGV[9]))
     cut_at = now
   end
-  redis.call('HSET', KEYS[1], 'tat', string.format('%.6f', tat),
-    'rate', string.format('%.6f', rate), 'rate_at', string.format('%.6f', now),
-    'cut_at', string.format('%.6f', cut_at))
+  redis.call('HSET', KEYS[1], 'tat', n(tat), 'lead', n(lead), 'rate', n(rate),
+    'rate_at', n(now), 'cut_at', n(cut_at))
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[8]))
   return {string.format('%.6f', math.max(0, tat - now)), string.format('%.6f', rate)}
 end

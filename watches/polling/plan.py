@@ -6,14 +6,23 @@ gives a run `rate × min(POLL_MAX_SECONDS, 60 × POLL_EVERY_MINUTES) × (1 − P
 requests: what the fleet's rate allows in the time a run may take before the next one
 starts, minus the share kept for the dispatcher's re-fetches of the same ids. With the
 defaults (a run every 2 minutes of at most 120 s) polling spends 80 % of each id's
-allowance. A marketplace without a budget (the demo) gives every due listing.
+allowance: 96 requests a run at 1/s. A marketplace without a budget (the demo) gives every
+due listing.
+
+A fraction of a request is carried from run to run by the clock, without stored state
+(`per_run`): run number k since the epoch (one every POLL_EVERY_MINUTES) gets
+floor((k + 1) × q) − floor(k × q) of q requests a run, so consecutive runs add up to q
+each — at the lowest rate the settings accept, 0.01/s, 0.96 a run is one request in 24
+runs of 25, where rounding down every run asked nothing, ever. A whole q is unchanged.
 
 The requests go by priority:
-0. a quarter of the run's requests (OLDEST_SHARE, rounded down) to the watched listings
-   checked longest ago, whatever their score: without it a listing far from every line
-   waits for ever whenever the listings near one fill the budget (bench/bench_capacity.py
-   measured a quarter of the watched listings never checked in 3 hours at 4 ids, while
-   oldest-first checked them all), and the overview's "checked within 1 h" falls with it.
+0. a quarter of the run's requests (OLDEST_SHARE, its fraction carried from run to run as
+   above: a budget of 3 gives it one request in three runs of four, a budget of 1 one in
+   four) to the watched listings checked longest ago, whatever their score: without it a
+   listing far from every line waits for ever whenever the listings near one fill the
+   budget (bench/bench_capacity.py measured a quarter of the watched listings never
+   checked in 3 hours at 4 ids, while oldest-first checked them all), and the overview's
+   "checked within 1 h" falls with it.
    "Checked" counts a complete shop feed's read that showed the listing unchanged, and the
    oldest asks with the request that answers most due listings for certain — its
    product's offers, its shop's complete feed, or itself alone;
@@ -49,6 +58,7 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db.models import Count, Max, Min, Q, QuerySet
+from django.utils import timezone
 
 from watches.marketplaces import halts
 from watches.marketplaces.base import Shape, get_marketplace
@@ -114,19 +124,31 @@ class Reach:
     shop_of: Callable[[str], str | None] | None = None
 
 
-def run_budget(source: str) -> int | None:
-    """Requests a polling run may spend on `source`; None when its adapter has no budget.
-    An unreachable shared budget gives nothing: the run then polls nothing of `source`. An
-    adapter that cannot even be built has no budget: fetching then records its error on
-    each listing, as it always did."""
-    return reach_of(source).budget
+def run_budget(source: str, now: dt.datetime | None = None) -> int | None:
+    """Requests a polling run at `now` may spend on `source`; None when its adapter has no
+    budget. An unreachable shared budget gives nothing: the run then polls nothing of
+    `source`. An adapter that cannot even be built has no budget: fetching then records its
+    error on each listing, as it always did."""
+    return reach_of(source, now or timezone.now()).budget
 
 
-def reach_of(source: str) -> Reach:
-    """`Reach` of `source`'s adapter: its run budget (see `run_budget`) and, within
-    POLL_SHAPES, the shapes it answers — shop feeds only where the marketplace sorts a shop's
-    items by their last update and the feeds are `trusted`, products only where it answers
-    every shop's offer of a JAN code."""
+def per_run(amount: float, now: dt.datetime) -> int:
+    """The requests the run at `now` gets of `amount` a run (a fraction allowed):
+    floor((k + 1) × amount) − floor(k × amount), k the run's number on the clock (runs since
+    the epoch, POLL_EVERY_MINUTES apart). Consecutive runs add up to `amount` each, each
+    gets `amount` rounded down or up: 0.25 is one request every fourth run."""
+    run = int(now.timestamp() // (60 * settings.POLL_EVERY_MINUTES))
+    # In whole millionths: integer arithmetic keeps a whole amount whole at any k (a float
+    # product a hair below an integer would give one run a request less, the next one more).
+    millionths = round(amount * 1_000_000)
+    return (run + 1) * millionths // 1_000_000 - run * millionths // 1_000_000
+
+
+def reach_of(source: str, now: dt.datetime) -> Reach:
+    """`Reach` of `source`'s adapter for the run at `now`: its run budget (see `run_budget`
+    and `per_run`) and, within POLL_SHAPES, the shapes it answers — shop feeds only where the
+    marketplace sorts a shop's items by their last update and the feeds are `trusted`,
+    products only where it answers every shop's offer of a JAN code."""
     try:
         adapter = get_marketplace(source)
     except Exception:  # misconfigured: polling tells staff per listing (polling.observations)
@@ -161,7 +183,7 @@ def reach_of(source: str) -> Reach:
     # A run may take POLL_MAX_SECONDS, but the next one starts after POLL_EVERY_MINUTES:
     # planning more than that interval's requests would only make runs overlap.
     seconds = min(settings.POLL_MAX_SECONDS, settings.POLL_EVERY_MINUTES * 60)
-    return replace(reach, budget=max(0, math.floor(rate * seconds * share)))
+    return replace(reach, budget=max(0, per_run(rate * seconds * share, now)))
 
 
 _ROW_FIELDS = (
@@ -203,7 +225,7 @@ def plan(
     reaches = dict(reaches or {})
     for source in sources:
         if source not in reaches:
-            reaches[source] = reach_of(source)
+            reaches[source] = reach_of(source, now)
         if budgets is not None and source in budgets:
             reaches[source] = replace(reaches[source], budget=budgets[source])
     # A marketplace halted for a configuration fault gets its probe, or nothing.
@@ -234,7 +256,8 @@ def plan(
         # a check of the listings it showed unchanged (a stable sort keeps the ties' order).
         items.sort(key=lambda c: _known_at(seen, c.request, rows_at))
         shaped = _shaped(source, reach, rows, base, shop_feeds, now, interval)
-        chosen.extend(_choose(items, shaped, reach.budget))
+        oldest = 0 if reach.budget is None else per_run(OLDEST_SHARE * reach.budget, now)
+        chosen.extend(_choose(items, shaped, reach.budget, oldest))
     return chosen
 
 
@@ -282,19 +305,21 @@ class _Candidate:
             answered[pk] = 1.0 - (1.0 - answered.get(pk, 0.0)) * (1.0 - self.reach)
 
 
-def _choose(items: list[_Candidate], shaped: list[_Candidate], budget: int | None) -> list[Planned]:
-    """Within `budget` requests: OLDEST_SHARE of them to the watched listings checked longest
-    ago (in the order given), then the requests worth most now — a product's or a shop's
-    worth the listings it answers less what the requests chosen before it answer of them
-    (lazy: a value is recomputed when it comes up, and only ever falls) — then unwatched
-    listings, in the order given."""
+def _choose(
+    items: list[_Candidate], shaped: list[_Candidate], budget: int | None, oldest: int
+) -> list[Planned]:
+    """Within `budget` requests: `oldest` of them (this run's OLDEST_SHARE) to the watched
+    listings checked longest ago (in the order given), then the requests worth most now — a
+    product's or a shop's worth the listings it answers less what the requests chosen before
+    it answer of them (lazy: a value is recomputed when it comes up, and only ever falls) —
+    then unwatched listings, in the order given."""
     if budget is None:
         # No budget (the demo): every due listing, watched first by score.
         ranked = sorted(items, key=lambda c: (not c.request.watched, -c.request.score))
         return [c.request for c in ranked]
     answered: dict[int, float] = {}
     chosen: list[Planned] = []
-    quota = math.floor(OLDEST_SHARE * budget)
+    quota = min(oldest, budget)
     # A product's offers, or a complete shop page's listings, are answered for certain by
     # one request: the oldest listing asks with the one that answers most of what is due.
     certain: dict[int, list[_Candidate]] = defaultdict(list)
