@@ -12,7 +12,9 @@ the cap.
 
 One notification per watch and channel may be in flight: the database refuses a second
 `sending` row (a partial unique index). Of a watch's backlog of due rows, a claim takes the
-newest detection and drops the older ones `superseded`.
+newest detection and drops the older ones `superseded` — also when the newest waits for its
+retry, not yet due: it goes out then, and the older one told first would be the same news
+twice.
 
 A claim waits for no other transaction's row lock (on PostgreSQL): what it selects is
 `SKIP LOCKED`, and what it claims or drops beyond that is locked lowest id first, skipping
@@ -69,10 +71,11 @@ def claim_due(
     """Claim up to `limit` due rows, oldest first, for `holder` at `now` (the moment of the
     claim). Per watch and channel only the newest due detection is claimed — whichever
     dispatcher's batch its older rows fell into — and the older due rows end
-    `dropped`/`superseded`, as do due rows behind a newer one already sent or in flight. A
-    watch and channel another dispatcher has in flight gets no second row in flight, even
-    when both claimed at once (the in-flight index refuses ours: caught); its due rows older
-    than the one in flight are superseded, a newer one waits for its turn. `keep`, given the
+    `dropped`/`superseded`, as do due rows behind a newer one already sent, in flight or
+    waiting for its retry. A watch and channel another dispatcher has in flight gets no
+    second row in flight, even when both claimed at once (the in-flight index refuses ours:
+    caught); its due rows older than the one in flight are superseded, a newer one waits
+    for its turn. `keep`, given the
     rows selected, returns those to claim, in order (the rest stay due, counted in `left`);
     `selected` counts them all."""
     with transaction.atomic():
@@ -99,8 +102,10 @@ class _Backlog:
     told: DueRow | None = None
     # The newest row another dispatcher holds when the siblings were read.
     flying: DueRow | None = None
-    # The row the others give way to: the newest due one, or a row in flight or sent that
-    # is at least as new (then none of `due` is claimed).
+    # The newest row waiting for its retry (`pending`/`retry`, not yet due).
+    waiting: DueRow | None = None
+    # The row the others give way to: the newest due one, or a row in flight, sent or
+    # waiting for its retry that is at least as new (then none of `due` is claimed).
     newest: DueRow | None = None
 
 
@@ -124,15 +129,20 @@ def _backlogs(selected: list[Candidate], now: dt.datetime) -> dict[tuple[int, st
             elif sibling.status == Status.SENDING:
                 if backlog.flying is None or row.order > backlog.flying.order:
                     backlog.flying = row
+            elif not sibling.due:
+                if backlog.waiting is None or row.order > backlog.waiting.order:
+                    backlog.waiting = row
             elif row.id not in selected_ids:
                 backlog.due.append(row)
     for backlog in backlogs.values():
         newest = max(backlog.due, key=lambda row: row.order)
         # A newer detection already went out (another dispatcher sent it while these rows
-        # were locked by a third), or is going out (another dispatcher claimed it since our
+        # were locked by a third), is going out (another dispatcher claimed it since our
         # select, and may have sent it before our UPDATE, which the in-flight index would
-        # then let through): nothing of this backlog is claimed, all of it superseded.
-        for held in (backlog.told, backlog.flying):
+        # then let through), or will go out when its retry is due (its re-check judges the
+        # newest news; the older row told first would be the same news twice): nothing of
+        # this backlog is claimed, all of it superseded.
+        for held in (backlog.told, backlog.flying, backlog.waiting):
             if held is not None and held.detected_at >= newest.detected_at:
                 newest = held
         backlog.newest = newest

@@ -44,18 +44,20 @@ class DueRow(NamedTuple):
 
 
 class Candidate(NamedTuple):
-    """A due row, and whether its watch and channel have other due rows, or a sent one at
-    least as new (a backlog to supersede)."""
+    """A due row, and whether its watch and channel have other due rows, or a sent one or a
+    waiting one (`pending`/`retry`, not yet due) at least as new (a backlog to supersede)."""
 
     row: DueRow
     backlog: bool
 
 
 class Sibling(NamedTuple):
-    """A row of a watch with a backlog, and its status: due, `sending` or `sent`."""
+    """A row of a watch with a backlog, its status (`pending`/`retry`, `sending` or `sent`)
+    and, for the first two, whether it is due yet."""
 
     row: DueRow
     status: str
+    due: bool
 
 
 class Expired(NamedTuple):
@@ -78,7 +80,8 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     row in flight (`sending`: the one-in-flight index would refuse its claim), each with
     whether its watch and channel have other due rows. Call inside the claim's transaction:
     on PostgreSQL the rows stay locked (others skip them) until it ends. A backlog is other
-    due rows, or a row already sent for a detection at least as new."""
+    due rows, or a row already sent, or waiting for its retry, for a detection at least as
+    new."""
     if connection.vendor == "sqlite":
         moment = connection.ops.adapt_datetimefield_value(now)
         rows = _sqlite(sql.due_rows_sqlite(_watch_index()), [moment, moment, limit])
@@ -87,7 +90,10 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
     in_flight = Outbox.objects.filter(**key, status=Status.SENDING)
     siblings = Outbox.objects.filter(
         Q(status__in=DUE_STATUSES, next_attempt_at__lte=now)
-        | Q(status=Status.SENT, detected_at__gte=OuterRef("detected_at")),
+        | Q(
+            status__in=[*DUE_STATUSES, Status.SENT],
+            detected_at__gte=OuterRef("detected_at"),
+        ),
         **key,
     ).exclude(id=OuterRef("id"))
     due = (
@@ -102,29 +108,33 @@ def select_due(now: dt.datetime, limit: int) -> list[Candidate]:
 
 
 def select_due_siblings(now: dt.datetime, watch_ids: list[int]) -> list[Sibling]:
-    """Every due row of these watches, every one in flight and every sent one (all channels;
-    the caller keys by channel), so a claim sees a watch's whole backlog — not only the rows
-    that fell into its batch — and what of it is being or was already told. A row in flight
-    counts: it may be sent between this read and the claim's UPDATE, which the in-flight
-    index would then no longer stop. Read through the watch index; not locked: the claim's
-    conditional UPDATE decides who wins a row."""
+    """Every row of these watches that is due or waiting for its retry, every one in flight
+    and every sent one (all channels; the caller keys by channel), so a claim sees a watch's
+    whole backlog — not only the rows that fell into its batch — and what of it is being,
+    was already or will be told. A row in flight counts: it may be sent between this read
+    and the claim's UPDATE, which the in-flight index would then no longer stop. So does a
+    newer detection waiting for its retry: it goes out when due, and an older row sent
+    before it would tell the same news twice. Read through the watch index; not locked: the
+    claim's conditional UPDATE decides who wins a row."""
     rows: Iterable[tuple[Any, ...]]
     if connection.vendor == "sqlite":
         # Left to itself, SQLite's planner reads every due row through the status index.
         rows = _sqlite(
             sql.due_siblings_sqlite(_watch_index(), len(watch_ids)),
-            [*watch_ids, connection.ops.adapt_datetimefield_value(now)],
+            [connection.ops.adapt_datetimefield_value(now), *watch_ids],
         )
     else:
         # Not locked, and not skipping locked rows: a backlog row another dispatcher holds
         # still counts when choosing the newest (claiming an older one would be a second
         # notification once the newest goes out).
-        rows = Outbox.objects.filter(
-            Q(status__in=DUE_STATUSES, next_attempt_at__lte=now)
-            | Q(status__in=[Status.SENDING, Status.SENT]),
-            watch_id__in=watch_ids,
-        ).values_list("id", "watch_id", "channel", "detected_at", "status")
-    return [Sibling(_due_row(row[:4]), row[4]) for row in rows]
+        rows = (
+            Outbox.objects.filter(
+                status__in=[*DUE_STATUSES, Status.SENDING, Status.SENT], watch_id__in=watch_ids
+            )
+            .annotate(due=Q(next_attempt_at__lte=now))
+            .values_list("id", "watch_id", "channel", "detected_at", "status", "due")
+        )
+    return [Sibling(_due_row(row[:4]), row[4], bool(row[5])) for row in rows]
 
 
 @functools.cache

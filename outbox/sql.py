@@ -34,8 +34,9 @@ def due_rows_sqlite(watch_index: str) -> str:
         f"EXISTS (SELECT 1 FROM {TABLE} AS other INDEXED BY {watch_index} "
         "WHERE other.watch_id = due.watch_id AND other.channel = due.channel "
         f"AND other.id != due.id AND ((other.status IN ({due}) "
-        "AND other.next_attempt_at <= %s) OR (other.status = "
-        f"{literal_statuses([Status.SENT])} AND other.detected_at >= due.detected_at))) "
+        "AND other.next_attempt_at <= %s) OR (other.status IN "
+        f"({literal_statuses([*DUE_STATUSES, Status.SENT])}) "
+        "AND other.detected_at >= due.detected_at))) "
         f"FROM {TABLE} AS due INDEXED BY outbox_due "
         f"WHERE status IN ({due}) AND next_attempt_at <= %s "
         f"AND NOT EXISTS (SELECT 1 FROM {TABLE} AS flying "
@@ -46,15 +47,14 @@ def due_rows_sqlite(watch_index: str) -> str:
 
 
 def due_siblings_sqlite(watch_index: str, watches: int) -> str:
-    """Every due row of `watches` watches, every one in flight and every sent one, through
-    the watch index.
-    Parameters: each watch id, then now."""
+    """Every row of `watches` watches that is due or waiting for its retry, with whether it
+    is due, every one in flight and every sent one, through the watch index.
+    Parameters: now, then each watch id."""
+    statuses = literal_statuses([*DUE_STATUSES, Status.SENDING, Status.SENT])
     return (
-        f"SELECT id, watch_id, channel, detected_at, status FROM {TABLE} "  # noqa: S608
-        f"INDEXED BY {watch_index} "
-        f"WHERE watch_id IN ({', '.join(['%s'] * watches)}) "
-        f"AND ((status IN ({literal_statuses(DUE_STATUSES)}) AND next_attempt_at <= %s) "
-        f"OR status IN ({literal_statuses([Status.SENDING, Status.SENT])}))"
+        "SELECT id, watch_id, channel, detected_at, status, "  # noqa: S608
+        f"next_attempt_at <= %s FROM {TABLE} INDEXED BY {watch_index} "
+        f"WHERE watch_id IN ({', '.join(['%s'] * watches)}) AND status IN ({statuses})"
     )
 
 

@@ -646,6 +646,64 @@ def test_a_backlog_behind_a_sent_row_is_superseded_by_it(frozen):
     assert _reload(older.pk).events.last().data == {"superseded_by": sent.pk}
 
 
+def test_a_backlog_behind_a_newer_row_waiting_for_its_retry_is_superseded_by_it(frozen):
+    """The newer detection goes out when its retry is due, judged on the newest value; the
+    older one claimed now would tell the same news first, and then the newer one again."""
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    older = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    waiting = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1))
+    Outbox.objects.filter(pk=waiting.pk).update(
+        status=Status.RETRY, next_attempt_at=NOW + dt.timedelta(minutes=5)
+    )
+
+    claim = claim_due("h", 10, timezone.now())
+
+    assert (claim.ids, claim.superseded) == ([], 1)
+    assert _reload(older.pk).events.last().data == {"superseded_by": waiting.pk}
+    assert _reload(waiting.pk).status == Status.RETRY
+
+
+def test_a_row_waiting_for_its_retry_does_not_hold_back_a_newer_due_one(frozen):
+    watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+    waiting = enqueue_for(watch, detected_at=NOW - dt.timedelta(days=1))
+    Outbox.objects.filter(pk=waiting.pk).update(
+        status=Status.RETRY, next_attempt_at=NOW + dt.timedelta(minutes=5)
+    )
+    newer = enqueue_for(watch, detected_at=NOW)
+
+    claim = claim_due("h", 10, timezone.now())
+
+    assert claim.ids == [newer.pk]
+    assert _reload(waiting.pk).status == Status.RETRY, "superseded once the newer one is sent"
+
+
+def test_detections_either_side_of_midnight_both_retried_are_told_once(recording_channel):
+    """23:59:50 and 00:00:05 in Tokyo: two day slots, both failing once on a marketplace
+    5xx. The older one comes due first, while the newer waits for its retry: it gives way."""
+    midnight_less_10s = dt.datetime(2026, 11, 29, 14, 59, 50, tzinfo=dt.UTC)
+    with time_machine.travel(midnight_less_10s, tick=False) as clock:
+        watch = WatchFactory(listing=ListingFactory(price=900), target_price=950)
+        demo = DemoProduct.objects.filter(item_code=watch.listing.item_code)
+        older = enqueue_for(watch, price=900)
+        demo.update(fault="server")
+        run_cycle()  # older: retry, due 30 s later
+        clock.shift(dt.timedelta(seconds=15))
+        newer = enqueue_for(watch, price=900)
+        run_cycle()  # newer claimed alone (older not due yet): retry
+        assert _reload(newer.pk).status == Status.RETRY
+        demo.update(fault="")
+        clock.shift(dt.timedelta(seconds=16))  # only the older row is due
+        run_cycle()
+        clock.shift(dt.timedelta(seconds=15))  # the newer one is due
+        run_cycle()
+
+    assert [row_id for row_id, _ in recording_channel.delivered] == [newer.pk]
+    assert (_reload(older.pk).status, _reload(older.pk).reason) == (
+        Status.DROPPED,
+        Reason.SUPERSEDED,
+    )
+
+
 def test_a_claim_racing_another_dispatcher_for_the_same_watch_leaves_it_to_that_one(
     frozen, monkeypatch
 ):
