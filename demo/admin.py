@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from demo.market import hold
 from demo.models import DemoProduct
 from watches.models import Listing, Source
+from yasugoro.admin_mixins import CheckedActionIdsMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -27,7 +28,7 @@ class _SeenPrice(TypedDict):
 
 
 @admin.register(DemoProduct)
-class DemoProductAdmin(admin.ModelAdmin):
+class DemoProductAdmin(CheckedActionIdsMixin, admin.ModelAdmin):
     list_display = (
         "item_code",
         "name",

@@ -9,8 +9,10 @@ from django.conf import settings
 from django.http import HttpRequest
 
 # A proxy on this host relays the world's requests from 127.0.0.1 too; it names the real
-# client in one of these, so a request carrying one is never taken as local.
-FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+# client or the original scheme or host in one of these (a TLS-terminating proxy may send only
+# X-Forwarded-Proto), so a request carrying one is never taken as local.
+FORWARDING_HEADERS = ("HTTP_FORWARDED", "HTTP_X_REAL_IP")
+FORWARDING_PREFIX = "HTTP_X_FORWARDED_"  # -For, -Proto, -Host, -Port, -Ssl, -Prefix…
 
 
 def has_token(request: HttpRequest) -> bool:
@@ -24,7 +26,10 @@ def has_token(request: HttpRequest) -> bool:
 
 def is_local(request: HttpRequest) -> bool:
     """From a loopback address and not relayed by a proxy."""
-    if any(header in request.META for header in FORWARDING_HEADERS):
+    relayed = {*FORWARDING_HEADERS}
+    if settings.SECURE_PROXY_SSL_HEADER:  # whatever header BEHIND_PROXY trusts
+        relayed.add(settings.SECURE_PROXY_SSL_HEADER[0])
+    if any(key in relayed or key.startswith(FORWARDING_PREFIX) for key in request.META):
         return False
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback

@@ -117,7 +117,7 @@ def _send(items: list[tuple[Outbox, Message]], part: int) -> tuple[Outbox, Messa
 def _part(tag: str) -> int:
     """The part of a split group a digest's tag names (`digest_tag`): 0 for `digest`."""
     number = tag.removeprefix(f"{DIGEST_TAG}-")
-    return int(number) - 1 if number != tag and number.isdigit() else 0
+    return int(number) - 1 if number != tag and number.isascii() and number.isdigit() else 0
 
 
 def digest_id(row_ids: list[int] | tuple[int, ...]) -> str:
@@ -190,4 +190,5 @@ def recorded(data: object) -> dict | None:
 def first_row(digest: str) -> int | None:
     """The id of the row that lists a digest's rows, read from the digest's id."""
     head = digest.partition("-")[0]
-    return int(head[1:]) if head.startswith("d") and head[1:].isdigit() else None
+    number = head[1:]
+    return int(number) if head.startswith("d") and number.isascii() and number.isdigit() else None

@@ -120,6 +120,10 @@ def _compose(
         data = {"shop": shop, "shop_url": fresh.url or listing.url}
     elif watch.after_points:
         body += " " + _("%(breakdown)s.") % {"breakdown": breakdown.text()}
+    elif fresh.shipping is None:
+        # The price compared leaves out a fee the shop did not name: never let it pass for
+        # free (`watches.models.net_price`).
+        body += " " + _("(%(shipping)s)") % {"shipping": shipping_text(None)}
     return Message(
         title=title,
         body=body,

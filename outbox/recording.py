@@ -46,6 +46,10 @@ def apply_delivery(decision: Decision, delivery: Delivery) -> None:
         "delivery_error": error.kind.value,
         "status_code": error.status_code,
     }
+    if error.maybe_delivered:
+        # As an expired lease after the delivery started (`claims.recover_expired_leases`),
+        # `_outcome` marks the row: its next attempt goes out in this one's form.
+        decision.data["may_have_been_delivered"] = True
 
 
 def record(
@@ -104,6 +108,8 @@ def _outcome(row: Outbox, decision: Decision, now: dt.datetime) -> Outcome:
     values: dict = {"claimed_by": ""}
     to = decision.to
     increment: tuple[str, ...] = ()
+    if (decision.data or {}).get("may_have_been_delivered") is True:
+        values["maybe_delivered"] = True  # never cleared (`Outbox.maybe_delivered`)
     if to == Status.RETRY and decision.counted and used_every_retry(row.retry_count):
         to = Status.FAILED  # the cap: this was the last try
     if to == Status.SENT:

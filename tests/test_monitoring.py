@@ -76,6 +76,29 @@ def test_metrics_from_this_host_need_no_token_unless_a_proxy_relayed_them(client
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("header", "proxy_header"),
+    [
+        # The README's TLS-terminating proxy (BEHIND_PROXY=1) may send only this one.
+        ("HTTP_X_FORWARDED_PROTO", ("HTTP_X_FORWARDED_PROTO", "https")),
+        ("HTTP_X_FORWARDED_HOST", None),
+        ("HTTP_X_FORWARDED_SCHEME", ("HTTP_X_FORWARDED_SCHEME", "https")),
+        ("HTTP_X_SCHEME", ("HTTP_X_SCHEME", "https")),  # whatever header the setting names
+    ],
+)
+def test_metrics_relayed_by_a_tls_proxy_need_the_token(client, settings, header, proxy_header):
+    """A proxy on this host that names no client still relays the world's requests."""
+    settings.METRICS_TOKEN = TOKEN
+    settings.SECURE_PROXY_SSL_HEADER = proxy_header
+    relayed = client.get("/metrics", REMOTE_ADDR="127.0.0.1", **{header: "https"})
+    assert relayed.status_code == 401
+    assert b"yasugoro_" not in relayed.content
+    assert scrape(
+        client, REMOTE_ADDR="127.0.0.1", **{header: "https"}, HTTP_AUTHORIZATION=f"Bearer {TOKEN}"
+    )
+
+
+@pytest.mark.django_db
 def test_without_a_token_configured_no_header_opens_metrics(client, settings):
     settings.METRICS_TOKEN = ""
     response = client.get("/metrics", REMOTE_ADDR="203.0.113.7", HTTP_AUTHORIZATION="Bearer ")

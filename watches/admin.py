@@ -20,9 +20,9 @@ from watches import services
 from watches.admin_intake import ListingIntakeAdminMixin
 from watches.models import Device, FeedCheck, Listing, Product, ShopFeed, Watch
 from watches.pausing import PauseResult, pause_listings
-from watches.polling import feeds
+from watches.polling import feeds, observations
 from watches.products.watches import describe_product
-from yasugoro.admin_mixins import PlainActionCheckboxMixin
+from yasugoro.admin_mixins import CheckedActionIdsMixin, PlainActionCheckboxMixin
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -47,6 +47,15 @@ def add_listing_link(link: ListingLink) -> None:
     if link not in _listing_links:
         _listing_links.append(link)
 
+
+# What polling observes of a listing (`watches.polling.observations`): shown on its page, never
+# posted back, so a poll that lands while staff edit the page is not overwritten by the values
+# the page was drawn with — a price nobody observed, maybe under a fresh `last_polled_at`.
+POLLED_FIELDS = (
+    *observations.WRITTEN,
+    # Written by product polling: whether the product's page of offers reaches the offer.
+    "beyond_product_page",
+)
 
 # An address typed without its scheme is an https one: the marketplaces serve nothing else,
 # and an http image on our https pages would be blocked as mixed content.
@@ -128,7 +137,9 @@ class WatchStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(Listing)
-class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.ModelAdmin):
+class ListingAdmin(
+    CheckedActionIdsMixin, PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.ModelAdmin
+):
     list_display = (
         "name",
         "source",
@@ -152,9 +163,10 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
     list_per_page = 50
 
     def get_readonly_fields(self, request, obj=None):
-        # The links to other apps' pages about this listing, on its change page.
+        # On its change page, what polling observed, and the links to other apps' pages
+        # about this listing.
         fields = tuple(super().get_readonly_fields(request, obj))
-        return (*fields, "elsewhere") if obj is not None else fields
+        return (*fields, *POLLED_FIELDS, "elsewhere") if obj is not None else fields
 
     def get_fields(self, request, obj=None):
         fields = list(super().get_fields(request, obj))
@@ -178,17 +190,22 @@ class ListingAdmin(PlainActionCheckboxMixin, ListingIntakeAdminMixin, admin.Mode
         self.message_user(request, _pause_message(result))
 
     def save_model(self, request, obj, form, change) -> None:
-        resuming = change and not obj.paused and "paused" in form.changed_data
-        if resuming:
-            # Saved paused still; resumed by the rule below, which the form's save keeps.
-            obj.paused = True
-        super().save_model(request, obj, form, change)
-        if resuming:
-            services.resume_listings([obj.pk])
-            obj.refresh_from_db(fields=["paused", "last_polled_at"])
-        if change and obj.paused and "paused" in form.changed_data:
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        # Only the columns staff changed are written: a poll may have written the others
+        # since this request read the listing. `paused` is left to the rules below, which
+        # pause (and report it) or resume this listing from the state it is in.
+        columns = {field.name for field in obj._meta.concrete_fields}
+        obj.save(update_fields=[f for f in form.changed_data if f in columns and f != "paused"])
+        if "paused" not in form.changed_data:
+            return
+        if obj.paused:
             result = pause_listings([obj.pk], actor=request.user.get_username())
             self.message_user(request, _pause_message(result))
+        else:
+            services.resume_listings([obj.pk])
+        obj.refresh_from_db(fields=["paused", "last_polled_at"])
 
     def get_queryset(self, request) -> QuerySet[Listing]:
         # One grouped query for the whole page instead of a count per listing.
@@ -239,7 +256,7 @@ def _pause_message(result: PauseResult) -> str:
 
 
 @admin.register(Watch)
-class WatchAdmin(admin.ModelAdmin):
+class WatchAdmin(CheckedActionIdsMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "listing",
@@ -269,7 +286,7 @@ class WatchAdmin(admin.ModelAdmin):
 
 
 @admin.register(Device)
-class DeviceAdmin(admin.ModelAdmin):
+class DeviceAdmin(CheckedActionIdsMixin, admin.ModelAdmin):
     list_display = (
         "device",
         "channel",
@@ -318,7 +335,7 @@ class DeviceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(CheckedActionIdsMixin, admin.ModelAdmin):
     """Products (one per JAN code) and how many shops offer them. The pack size set here is
     every offer's too (`watches.products.watches.describe_product`)."""
 
@@ -345,7 +362,7 @@ class ProductAdmin(admin.ModelAdmin):
             describe_product(obj, units_per_pack=obj.units_per_pack, unit_label=obj.unit_label)
 
 
-class _ReadOnlyAdmin(admin.ModelAdmin):
+class _ReadOnlyAdmin(CheckedActionIdsMixin, admin.ModelAdmin):
     """What polling learned, shown to staff as it is: written by polling alone."""
 
     def has_add_permission(self, request) -> bool:

@@ -18,6 +18,7 @@ from enum import StrEnum
 from django.conf import settings
 from django.core import signing
 from django.core.mail import EmailMultiAlternatives
+from django.core.mail.message import sanitize_address
 from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
@@ -68,6 +69,18 @@ def public_domain(domain: str) -> bool:
     if domain.startswith("[") or len(labels) < 2 or labels[-1].isdigit():
         return False
     return labels[-1] not in NOT_PUBLIC_SUFFIXES
+
+
+def encodable(address: str) -> bool:
+    """Whether mail can be addressed to `address` (one EmailValidator accepted): the mail
+    backend encodes every recipient as Django's `sanitize_address` does, its domain to IDNA,
+    and a domain IDNA refuses (one holding U+200E, an invisible mark pasted with it) would
+    only fail at the first send, once the address is stored."""
+    try:
+        sanitize_address(address, settings.DEFAULT_CHARSET)
+    except ValueError:  # UnicodeError among them
+        return False
+    return True
 
 
 def set_address(device: Device, address: str, now: dt.datetime | None = None) -> bool:

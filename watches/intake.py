@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 
 from common.text import clip
 from common.weburl import NotAWebURL, parse_web_url
 from watches.marketplaces.base import FetchError, FetchKind, Observation
-from watches.models import Listing, PricePoint, Source
-from watches.polling.observations import fetch
+from watches.models import Listing, Source
+from watches.polling.observations import fetch, observe
 from watches.products.jan import InvalidJAN, normalise_jan
 
 log = logging.getLogger("watches.intake")
@@ -225,19 +226,16 @@ def save_listing(
     unit_label: str = "",
     category: str = "",
 ) -> Listing:
-    """Create the listing from its first observation, or refresh it if it already exists;
-    the observation also starts (or continues) its price history."""
+    """Create the listing from its first observation, or refresh it if it already exists.
+    What the observation says of price, stock and points — the listing's state, its history
+    point, its statistics — is kept by the rule polling keeps (`observe`): an item added by
+    link is then no different from one polled a moment later."""
     extra = observation.extra or {}
-    fields: dict[str, object] = {
+    named: dict[str, object] = {
         "name": observation.name[:500] or ref.item_code,
         "shop_name": observation.shop_name[:200],
         "url": observation.url,
         "image_url": observation.image_url,
-        "price": observation.price,
-        "shipping": observation.shipping,
-        "in_stock": observation.in_stock,
-        "last_polled_at": observation.observed_at,
-        "last_error": "",
     }
     # Staff's values win; the marketplace's (the demo's catalogue) fill what they left empty.
     descriptive = {
@@ -249,22 +247,16 @@ def save_listing(
     }
     with transaction.atomic():
         listing, created = Listing.objects.get_or_create(
-            source=ref.source, item_code=ref.item_code, defaults={**fields, **descriptive}
+            source=ref.source, item_code=ref.item_code, defaults={**named, **descriptive}
         )
         if not created:
-            for name, value in fields.items():
+            for name, value in named.items():
                 setattr(listing, name, value)
             for name, value in descriptive.items():
                 if value and not getattr(listing, name):
                     setattr(listing, name, value)
-            listing.save()
-        PricePoint.objects.create(
-            listing=listing,
-            observed_at=observation.observed_at,
-            price=observation.price,
-            shipping=observation.shipping,
-            in_stock=observation.in_stock,
-        )
+            listing.save(update_fields=[*named, *descriptive])
+        observe([(listing, observation)], timezone.now()).save()
     return listing
 
 

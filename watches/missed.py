@@ -31,8 +31,9 @@ class ObservationLike(Protocol):
 def record_missed(missed: Iterable[tuple[Watch, ObservationLike]]) -> int:
     """Remember each (watch, observation) as the watch's missed detection — at the price it
     compares (after points for a watch after points). The time is the first time it was
-    seen at this price: an unchanged price, poll after poll, writes nothing. Returns how many
-    watches changed."""
+    seen at this price since the watch was last told: an unchanged price, poll after poll,
+    writes nothing, but a miss at the price of one a notification has since made old news
+    is news again. Returns how many watches changed."""
     changed = 0
     for watch, observation in missed:
         price = observation.net_price if watch.after_points else observation.effective_price
@@ -40,7 +41,11 @@ def record_missed(missed: Iterable[tuple[Watch, ObservationLike]]) -> int:
             continue
         changed += (
             Watch.objects.filter(pk=watch.pk)
-            .exclude(missed_price=price)
+            .filter(
+                Q(missed_price__isnull=True)
+                | ~Q(missed_price=price)
+                | Q(last_notified_at__gte=F("missed_at"))
+            )
             .update(missed_price=price, missed_at=observation.observed_at)
         )
     return changed

@@ -734,6 +734,11 @@ class Watch(models.Model):
     )
     missed_at = models.DateTimeField(verbose_name=_("missed at"), null=True, blank=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), default=timezone.now)
+    # When the watch began to compare what it compares now (its trigger, per unit or not,
+    # after points or not), when that changed after it was made: the baseline is cleared
+    # then, and what happened before — a stock-out and restock told under the old settings,
+    # or never watched for — is not news to judge.
+    judged_since = models.DateTimeField(verbose_name=_("judged since"), null=True, blank=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     objects = models.Manager()

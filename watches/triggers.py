@@ -23,8 +23,12 @@ The four kinds, each holding when the compared value is at or below its *line*:
   now; with a target, also at or below it.
 
 Re-arming: after a delivered notification, a price trigger fires again only when the value goes
-lower than the last delivered one, or went back above the line since and crosses it again;
-`back_in_stock` fires again only after a new stock-out.
+lower than the last delivered one, or went back above the line since and crosses it again (as
+this watcher counts it: a member's own points taken off the history's prices, the newest
+observation's standing in for theirs); `lowest` also once the low it told has left the 90-day
+window and the value is below every price the window holds; `back_in_stock` fires again only
+after a new stock-out. A watch whose settings changed what it compares (`judged_since`) is
+judged from that moment, as if new.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class WatchLike(Protocol):
     last_notified_at: dt.datetime | None
     last_notified_detected_at: dt.datetime | None
     created_at: dt.datetime
+    judged_since: dt.datetime | None
 
 
 class ObservationLike(Protocol):
@@ -313,12 +318,15 @@ def detect(
         # Not "out at the previous observation": a dispatcher's re-fetch may have written the
         # first in-stock point, and the poll after it must still see the comeback.
         notified = watch.last_notified_at is not None
-        if not history.out_of_stock_since(watch.last_notified_at or watch.created_at):
+        since = watch.last_notified_at or watch.judged_since or watch.created_at
+        if not history.out_of_stock_since(since):
             return judged(False, ALREADY_NOTIFIED if notified else CONDITION_LOST)
         return judged(True)
     if line is None or value > line:
         return judged(False, CONDITION_LOST)
-    if not _rearmed(watch, value, line, history, units_per_pack):
+    # What history cannot say of this watcher: the member-only points they also count.
+    own_points = points - counted_points(watch, observation)
+    if not _rearmed(watch, value, line, history, units_per_pack, own_points):
         return judged(False, ALREADY_NOTIFIED)
     return judged(True)
 
@@ -400,15 +408,28 @@ def _rearmed(
     line: Decimal,
     history: History,
     units_per_pack: int | None,
+    own_points: int = 0,
 ) -> bool:
+    """Whether a value no lower than the one last told is news again: the price went back
+    above the line since, as this watcher counts it (`own_points`: the member-only points
+    they count, which the history leaves out — the observation's, standing in for those of
+    the prices since); or, for the 90-day low, the low told has left the window and this
+    value is below every price the window holds: a new low the watcher has not heard of."""
     told_at = watch.last_notified_at
     if told_at is None or not already_told(watch, value):
+        return True
+    if (
+        watch.trigger == Trigger.LOWEST
+        and watch.last_notified_price is not None
+        and Decimal(watch.last_notified_price) < line
+        and value < line
+    ):
         return True
     highest = history.max_since(told_at)
     if highest is None:
         return False
     highest_value = compared_value(
-        watch.trigger, watch.use_unit_price, units_per_pack, highest, None
+        watch.trigger, watch.use_unit_price, units_per_pack, highest - own_points, None
     )
     return highest_value is not None and highest_value > line
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
@@ -39,3 +41,22 @@ class PlainActionCheckboxMixin:
             obj.pk,
             label,
         )
+
+
+class CheckedActionIdsMixin:
+    """For a ModelAdmin with actions (Django's own "delete selected" included): a posted row
+    id that cannot be one of the model's keys (a hand-made or mangled form: not a number, or
+    beyond the column's range) gets a 400 and nothing is done. Django would filter `pk__in`
+    with it, and the database driver's error is a 500."""
+
+    def response_action(self, request: Any, queryset: Any) -> HttpResponse | None:
+        key = self.model._meta.pk  # type: ignore[attr-defined]
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                key.clean(value, None)  # its type, and its column's range
+            except ValidationError:
+                return HttpResponseBadRequest(
+                    gettext("A selected row's id is not valid: nothing was done."),
+                    content_type="text/plain; charset=utf-8",
+                )
+        return super().response_action(request, queryset)  # type: ignore[misc]

@@ -28,7 +28,11 @@ from outbox.models import DUE_STATUSES, TERMINAL, Outbox, Reason, Status
 from outbox.reporting import levers
 from outbox.reporting.paginator import CappedCountPaginator
 from watches.models import Channel, Listing, Trigger, Watch
-from yasugoro.admin_mixins import PlainActionCheckboxMixin, ReadOnlyAdminMixin
+from yasugoro.admin_mixins import (
+    CheckedActionIdsMixin,
+    PlainActionCheckboxMixin,
+    ReadOnlyAdminMixin,
+)
 
 # Characters of a listing's name shown in the list; the whole name is the tooltip.
 NAME_CHARS = 28
@@ -36,7 +40,12 @@ NAME_CHARS = 28
 
 @admin.register(Outbox)
 class OutboxAdmin(
-    PlainActionCheckboxMixin, ReadOnlyAdminMixin, OverviewMixin, RowDetailMixin, admin.ModelAdmin
+    CheckedActionIdsMixin,
+    PlainActionCheckboxMixin,
+    ReadOnlyAdminMixin,
+    OverviewMixin,
+    RowDetailMixin,
+    admin.ModelAdmin,
 ):
     list_display = (
         "id",
@@ -158,17 +167,19 @@ class OutboxAdmin(
         a name would read them all."""
         for word in search_term.split():
             number = word.removeprefix("#")
-            if word.startswith("#") and number.isdigit():
+            # ASCII digits only: `"²".isdigit()` is true too, and `int("²")` raises.
+            is_number = number.isascii() and number.isdigit()
+            if word.startswith("#") and is_number:
                 queryset = queryset.filter(pk=int(number))
                 continue
-            if number.isdigit():
+            if is_number:
                 listings = Listing.objects.filter(item_code__iexact=word)
             else:
                 listings = Listing.objects.filter(
                     Q(name__icontains=word) | Q(item_code__icontains=word)
                 )
             match = Q(watch__in=Watch.objects.filter(listing__in=listings).values("id"))
-            if number.isdigit():
+            if is_number:
                 match |= Q(pk=int(number))
             queryset = queryset.filter(match)
         return queryset, False

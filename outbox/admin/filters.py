@@ -92,14 +92,16 @@ class ListingFilter(admin.SimpleListFilter):
         value = self.value()
         if not value:
             return []
-        listing = Listing.objects.filter(pk=int(value)).first() if value.isdigit() else None
+        # ASCII digits only: `"²".isdigit()` is true too, and `int("²")` raises.
+        is_id = value.isascii() and value.isdigit()
+        listing = Listing.objects.filter(pk=int(value)).first() if is_id else None
         return [(value, str(listing) if listing else f"#{value}")]
 
     def queryset(self, request, queryset):
         value = self.value()
         if not value:
             return queryset
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             return queryset.none()
         # The listing's watches first (a few), then their rows through the watch index: a
         # join would have the database walk the whole outbox looking for them.

@@ -26,9 +26,13 @@ class DeliveryKind(StrEnum):
 
 
 class DeliveryError(Exception):
-    """Delivery did not happen. Its `kind` says what the dispatcher does next (its table
-    `DELIVERY_OUTCOME`: retry, drop or fail); `retry_after` is the service's Retry-After in
-    seconds, when it gave one."""
+    """Delivery did not happen, or is not known to have happened. Its `kind` says what the
+    dispatcher does next (its table `DELIVERY_OUTCOME`: retry, drop or fail); `retry_after`
+    is the service's Retry-After in seconds, when it gave one. `maybe_delivered`: the
+    service had the message and no answer came (a read timeout, a connection dropped once
+    the request or the mail's DATA was on its way), so it may have taken it: the row is
+    marked so and goes out again in the same form (docs/decisions/0066-crash-resend-form.md).
+    A service never reached (refused, a connect timeout) is not such a case."""
 
     def __init__(
         self,
@@ -37,12 +41,14 @@ class DeliveryError(Exception):
         *,
         retry_after: float | None = None,
         status_code: int | None = None,
+        maybe_delivered: bool = False,
     ) -> None:
         super().__init__(message or kind.value)
         self.kind = kind
         self.message = message
         self.retry_after = retry_after
         self.status_code = status_code
+        self.maybe_delivered = maybe_delivered
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,17 @@ into outcomes):
     timeouts, an answer that is not SMTP  NETWORK   retry
     5xx on the sender, the data, the
     login                                 REJECTED  our configuration or our mail: failed
+
+A connection dropped, a timeout or an unreadable answer once the mail was being handed over
+(after the connection, STARTTLS and the login) may come after the server took the mail: the
+error says `maybe_delivered`, and the retry goes out in the same form, under the same
+Message-ID (docs/decisions/0066-crash-resend-form.md). A server that answered with a code
+did not take it; one never reached was not asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import smtplib
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -50,11 +57,19 @@ class EmailChannel:
         # Only rows whose device has a confirmed, working address get here
         # (outbox.recheck.guard drops the others `no_email`).
         mail = build_mail(row, message)
+        connection = get_connection(fail_silently=False)
         try:
-            with get_connection(fail_silently=False) as connection:
-                connection.send_messages([mail])
+            connection.open()  # connect, STARTTLS, login: nothing of the mail yet
         except Exception as exc:
             raise classify(exc) from None
+        try:
+            connection.send_messages([mail])
+        except Exception as exc:
+            raise classify(exc, handing_over=True) from None
+        finally:
+            # The mail's fate is settled by now: a failed QUIT changes nothing of it.
+            with contextlib.suppress(Exception):
+                connection.close()
         return {"message_id": mail.extra_headers["Message-ID"]}
 
 
@@ -114,15 +129,18 @@ def build_mail(row: Outbox, message: Message) -> EmailMultiAlternatives:
     return mail
 
 
-def classify(exc: BaseException) -> DeliveryError:
-    """One SMTP failure as a DeliveryError kind (see the module's table)."""
+def classify(exc: BaseException, handing_over: bool = False) -> DeliveryError:
+    """One SMTP failure as a DeliveryError kind (see the module's table); while `handing_over`
+    the mail, one with no answer from the server is `maybe_delivered`."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         # One recipient per mail: its (code, answer) is the refusal.
         code, answer = next(iter(exc.recipients.values()), (0, b""))
         kind = DeliveryKind.BOUNCED if 500 <= code < 600 else DeliveryKind.SERVER
         return DeliveryError(kind, _said("recipient refused", code, answer), status_code=code)
     if isinstance(exc, smtplib.SMTPServerDisconnected):
-        return DeliveryError(DeliveryKind.NETWORK, f"mail server disconnected: {exc}")
+        return DeliveryError(
+            DeliveryKind.NETWORK, f"mail server disconnected: {exc}", maybe_delivered=handing_over
+        )
     if isinstance(exc, smtplib.SMTPResponseException):
         code = exc.smtp_code
         if 400 <= code < 500:
@@ -130,14 +148,24 @@ def classify(exc: BaseException) -> DeliveryError:
         if not 500 <= code < 600:
             # Not an SMTP answer at all (smtplib's -1: a line it could not read, such as a
             # proxy answering in HTTP): the way to the server, not our mail, so try again.
-            return DeliveryError(DeliveryKind.NETWORK, _said("mail server", code, exc.smtp_error))
+            return DeliveryError(
+                DeliveryKind.NETWORK,
+                _said("mail server", code, exc.smtp_error),
+                maybe_delivered=handing_over,
+            )
         return DeliveryError(
             DeliveryKind.REJECTED, _said("mail server", code, exc.smtp_error), status_code=code
         )
     if isinstance(exc, TimeoutError):
-        return DeliveryError(DeliveryKind.NETWORK, "mail server timed out")
+        return DeliveryError(
+            DeliveryKind.NETWORK, "mail server timed out", maybe_delivered=handing_over
+        )
     if isinstance(exc, OSError | smtplib.SMTPException):
-        return DeliveryError(DeliveryKind.NETWORK, f"mail server unreachable: {type(exc).__name__}")
+        return DeliveryError(
+            DeliveryKind.NETWORK,
+            f"mail server unreachable: {type(exc).__name__}",
+            maybe_delivered=handing_over,
+        )
     return DeliveryError(DeliveryKind.SERVER, f"unexpected {type(exc).__name__}: {exc}")
 
 

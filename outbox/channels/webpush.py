@@ -12,6 +12,11 @@ kinds into outcomes):
     400, 401, 403, 413,
     other 4xx, 3xx             REJECTED      our request is wrong; retrying cannot help
 
+A read timeout, or a connection dropped once the request was on its way, leaves the push
+possibly taken: the error says `maybe_delivered`, and the retry goes out in the same form
+(docs/decisions/0066-crash-resend-form.md). A refused connection or a connect timeout never
+reached the service.
+
 A redirect is never followed: the endpoint was checked against PUSH_SERVICE_HOSTS, the place
 it redirects to was not.
 """
@@ -27,6 +32,7 @@ from urllib.parse import urlsplit
 
 import requests
 import requests.auth
+import urllib3.exceptions
 from django.conf import settings
 from pywebpush import WebPushException, webpush
 
@@ -140,11 +146,15 @@ class WebPushChannel:
                 raise _from_response(response) from None
         except requests.Timeout as exc:
             raise DeliveryError(
-                DeliveryKind.NETWORK, f"push service timed out: {_name(exc)}"
+                DeliveryKind.NETWORK,
+                f"push service timed out: {_name(exc)}",
+                maybe_delivered=_maybe_taken(exc),
             ) from None
         except requests.RequestException as exc:
             raise DeliveryError(
-                DeliveryKind.NETWORK, f"push service unreachable: {_name(exc)}"
+                DeliveryKind.NETWORK,
+                f"push service unreachable: {_name(exc)}",
+                maybe_delivered=_maybe_taken(exc),
             ) from None
         if not 200 <= response.status_code < 300:
             raise _from_response(response)
@@ -250,6 +260,18 @@ def _text(response: requests.Response) -> str:
     except Exception:  # an undecodable body is still an answer
         return ""
     return clip(text, RESPONSE_TEXT_LIMIT)
+
+
+def _maybe_taken(exc: requests.RequestException) -> bool:
+    """Whether the push service may have taken the request that failed with `exc`: it timed
+    out waiting for the answer, or the connection dropped once the request was on its way
+    (requests wraps urllib3's ProtocolError; a failure to connect comes as MaxRetryError)."""
+    if isinstance(exc, requests.ReadTimeout | requests.exceptions.ChunkedEncodingError):
+        return True
+    reason = exc.args[0] if exc.args else None
+    return isinstance(exc, requests.ConnectionError) and isinstance(
+        reason, urllib3.exceptions.ProtocolError
+    )
 
 
 def _name(exc: Exception) -> str:

@@ -248,7 +248,10 @@ def _counts(
         if length is None or now - length >= boundary:
             continue
         begin = now - length
-        end = _day_start(service_day(begin)) + dt.timedelta(days=1)
+        first = _day_start(service_day(begin))
+        if begin == first:
+            continue  # the window holds its first day whole: the snapshot's count, above
+        end = first + dt.timedelta(days=1)
         rows = (
             settled.filter(updated_at__gte=begin, updated_at__lt=end)
             .order_by("status", "reason", "channel")

@@ -21,7 +21,9 @@ from watches.models import Channel, Device, NotifyVia
 pytestmark = BROWSER_MARKS
 
 
-def test_confirmation_flow_end_to_end_in_chromium(browser, live_server, smtp_server):
+def test_confirmation_flow_end_to_end_in_chromium(browser, live_server, smtp_server, settings):
+    # Every mailed link points at SITE_URL, never at the host a request named.
+    settings.SITE_URL = live_server.url
     context = browser.new_context(viewport={"width": 360, "height": 740}, locale="en-US")
     page = context.new_page()
     page.goto(f"{live_server.url}/settings/")

@@ -284,7 +284,7 @@ class FakeIchiba(FakeAPI):
             return _wrong_parameter("formatVersion is not valid")
         for name, low, high in (("hits", 1, HITS_MAX), ("page", 1, PAGE_MAX)):
             value = query.get(name, str(low))
-            if not value.isdigit() or not low <= int(value) <= high:
+            if not (value.isascii() and value.isdigit()) or not low <= int(value) <= high:
                 return _wrong_parameter(f"{name} is not valid")
         if query.get("sort", "standard") not in SORTS:
             return _wrong_parameter("sort is not valid")

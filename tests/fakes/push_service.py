@@ -265,7 +265,7 @@ class FakePushService:
         record = Received(
             subscriber_id=sub_id,
             headers=headers,
-            ttl=int(headers["ttl"]) if headers.get("ttl", "").isdigit() else None,
+            ttl=int(ttl) if (ttl := headers.get("ttl", "")).isascii() and ttl.isdigit() else None,
             urgency=headers.get("urgency"),
             topic=headers.get("topic"),
             plaintext=plaintext,

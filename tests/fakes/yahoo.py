@@ -212,9 +212,13 @@ class FakeYahoo(FakeAPI):
             if spent:
                 return _xml(403, "Your Request was Forbidden")
         start, results = query.get("start", "1"), query.get("results", "20")
-        if not results.isdigit() or not 1 <= int(results) <= RESULTS_MAX:
+        if not (results.isascii() and results.isdigit()) or not 1 <= int(results) <= RESULTS_MAX:
             return _json(400, {"Error": {"Message": f"results must be 1 to {RESULTS_MAX}"}})
-        if not start.isdigit() or int(start) < 1 or int(start) + int(results) > RESULTS_WINDOW:
+        if (
+            not (start.isascii() and start.isdigit())
+            or int(start) < 1
+            or int(start) + int(results) > RESULTS_WINDOW
+        ):
             return _json(400, {"Error": {"Message": "start + results must be 1000 or less"}})
         if query.get("sort", "-score") not in SORTS:
             return _json(400, {"Error": {"Message": "sort is invalid"}})

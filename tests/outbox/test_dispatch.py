@@ -309,6 +309,27 @@ def test_shipping_counts_in_the_recheck(recording_channel):
     assert _reload(row).reason == Reason.CONDITION_LOST
 
 
+@pytest.mark.parametrize(
+    ("language", "said"), [("en", "(shipping unknown)"), ("ja", "（送料不明）")]
+)
+def test_a_message_whose_shop_names_no_shipping_says_it_is_unknown(
+    recording_channel, language, said
+):
+    """The price compared leaves out a fee nobody named: the message never lets it pass for
+    free shipping."""
+    watch = _watch(target=950, device=DeviceFactory(language=language))
+    row = enqueue_for(watch, price=900)
+    _set_demo(watch, price=900, shipping=None)
+
+    run_cycle()
+
+    row = _reload(row)
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    assert row.events.get(to_status=Status.SENT).data["fresh"]["shipping"] is None
+    ((_, message),) = recording_channel.delivered
+    assert "¥900" in message.body and message.body.endswith(said), message.body
+
+
 def test_already_notified_when_a_later_delivery_moved_the_baseline(recording_channel):
     watch = _watch(target=950)
     row = enqueue_for(watch, detected_at=NOW - dt.timedelta(hours=1), price=900)

@@ -132,6 +132,7 @@ def test_connection_refused_is_retried_as_network(settings):
     run_cycle()
     row.refresh_from_db()
     assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
+    assert not row.maybe_delivered  # never reached
 
 
 def test_a_server_that_never_answers_times_out_and_is_retried(settings):
@@ -147,6 +148,38 @@ def test_a_server_that_never_answers_times_out_and_is_retried(settings):
     row.refresh_from_db()
     assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
     assert "timed out" in row.detail
+    assert not row.maybe_delivered  # no greeting: the mail was never handed over
+
+
+def test_a_mail_that_timed_out_after_data_is_resent_in_the_same_form(
+    smtp_server, settings, time_machine
+):
+    """The server may have taken the mail before its answer came: the row is marked
+    `maybe_delivered`, and goes again alone, under the same Message-ID (decision 0066)."""
+    settings.EMAIL_TIMEOUT = 0.3
+    smtp_server.delay = 1.0  # takes the mail, answers too late
+    device = EmailDeviceFactory()
+    _, first = email_row(device)
+
+    run_cycle()
+
+    first.refresh_from_db()
+    assert (first.status, first.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
+    assert first.maybe_delivered
+    assert first.events.get(to_status=Status.RETRY).data["may_have_been_delivered"] is True
+    # Another of the device's watches comes due with it when it is tried again.
+    smtp_server.delay, settings.EMAIL_TIMEOUT = 0.0, 5.0
+    smtp_server.clear()
+    email_row(device)
+    time_machine.move_to(timezone.now() + dt.timedelta(minutes=10))
+    run_cycle()
+
+    first.refresh_from_db()
+    assert first.status == Status.SENT, (first.reason, first.detail)
+    # Alone, as the first attempt went, not in a digest with the other: a client folds it.
+    again = [mail["Message-ID"] for mail in smtp_server.messages()]
+    assert len(again) == 2 and not any("digest" in told for told in again), again
+    assert any(told.startswith(f"<outbox-{first.pk}@") for told in again), again
 
 
 def test_classify_maps_every_smtp_failure_kind():

@@ -16,7 +16,7 @@ from tests.factories import DeviceFactory, EmailDeviceFactory
 from tests.fakes.push_service import subscribe
 from tests.fakes.smtp_server import text_and_html
 from tests.watches.test_products import JAN, START, poll_at, watch
-from watches.models import Listing, PricePoint
+from watches.models import Listing, PricePoint, Trigger
 
 pytestmark = pytest.mark.django_db
 
@@ -155,6 +155,28 @@ def test_the_message_names_shop_and_shipping_in_japanese_too(product, yahoo, rec
     ((_, message),) = recording_channel.delivered
     assert "ストア store3: ¥480、送料不明。" in message.body
     assert message.data["shop_url"] == "https://store.shopping.yahoo.co.jp/store3/tp-12r.html"
+
+
+def test_a_price_drop_message_names_the_typical_price_it_fell_below(
+    product, yahoo, recording_channel
+):
+    """The product's detection keeps its typical price and 90-day low, as a listing's does:
+    the message names the price the drop is measured against."""
+    for minutes in range(30, 60 * 24 * 3, 60 * 6):  # three days at ¥505 cheapest
+        poll_at(minutes)
+    made = watch(product, trigger=Trigger.PRICE_DROP, drop_percent=10)
+    yahoo.set("store5_tp-12r", price=450)  # 10.9 % below the typical ¥505
+    assert poll_at(60 * 24 * 3 + 30).enqueued == 1
+    detected = Outbox.objects.get(watch=made).detected_payload
+    assert (detected["typical"], detected["low_90"]) == ("505", 505)
+
+    dispatch_at(60 * 24 * 3 + 31)
+
+    row = Outbox.objects.get(watch=made)
+    assert row.status == Status.SENT, (row.reason, row.detail)
+    [(_, message)] = recording_channel.delivered
+    assert "¥450" in message.body and "¥505" in message.body, message.body
+    assert "usual —" not in message.body
 
 
 def test_a_page_the_poll_read_within_the_bound_is_the_rechecks_answer(

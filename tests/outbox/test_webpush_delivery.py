@@ -3,9 +3,12 @@ service on 127.0.0.1 that decrypts the message and verifies the VAPID signature.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import socket
+import struct
+import threading
 
 import pytest
 from django.core.management import call_command
@@ -18,6 +21,7 @@ from outbox import vapid
 from outbox.channels import webpush
 from outbox.channels.base import DeliveryError, DeliveryKind, Message
 from outbox.channels.webpush import WebPushChannel, payload
+from outbox.dispatch import run_cycle
 from outbox.enqueue import Detection, enqueue, enqueue_many
 from outbox.messages import dedup_key
 from outbox.models import Outbox, OutboxEvent, Reason, Status
@@ -206,6 +210,39 @@ def test_a_stall_past_the_read_timeout_is_a_network_retry(client, push_service, 
     row.refresh_from_db()
     assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
     assert "timed out" in row.detail
+    # The service had the push and may have taken it before the answer came.
+    assert row.maybe_delivered
+    retried = row.events.get(to_status=Status.RETRY)
+    assert retried.data["may_have_been_delivered"] is True
+
+
+def test_a_push_that_timed_out_after_the_service_took_it_is_resent_in_the_same_form(
+    client, push_service, settings, time_machine
+):
+    """Sent again inside a digest, under the digest's Topic and tag, it would show twice;
+    alone under its own, the device replaces the first (decision 0066)."""
+    settings.WEBPUSH_READ_TIMEOUT = 0.3
+    device = subscribe(client, push_service.new_subscriber())
+    _, first = watch_with_pending_row(device)
+    push_service.answer(201, delay=1.0)  # taken on, answered too late
+
+    run_cycle()
+
+    first.refresh_from_db()
+    assert (first.status, first.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
+    [taken] = push_service.accepted()
+    told = dedup_key(first)
+    assert taken.tags == [told]
+    # Another of the device's watches comes due with it when it is tried again.
+    watch_with_pending_row(device)
+    time_machine.move_to(timezone.now() + dt.timedelta(minutes=10))
+    run_cycle()
+
+    first.refresh_from_db()
+    assert first.status == Status.SENT, (first.reason, first.detail)
+    again = [r for r in push_service.accepted() if told in r.tags]
+    assert len(again) == 2
+    assert {(r.topic, r.tag) for r in again} == {(taken.topic, taken.tag)}
 
 
 def test_a_refused_connection_is_a_network_retry(client, push_service, settings):
@@ -223,6 +260,44 @@ def test_a_refused_connection_is_a_network_retry(client, push_service, settings)
     row.refresh_from_db()
     assert (row.status, row.reason) == (Status.RETRY, Reason.DELIVER_NETWORK)
     assert dead not in row.detail  # the endpoint is a capability; errors do not repeat it
+    assert not row.maybe_delivered  # never reached: nothing may have been taken
+
+
+def test_a_connection_reset_once_the_push_was_sent_may_have_delivered_it(
+    client, push_service, settings
+):
+    """The service read the whole request, then the connection dropped: it may have taken
+    the push, so the retry must go out in the same form."""
+    device = subscribe(client, push_service.new_subscriber())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def read_then_reset() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(5)
+        seen = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n\r\n" not in seen and (chunk := conn.recv(65536)):
+                seen += chunk
+        # SO_LINGER 0: the client gets an RST instead of an answer.
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+
+    thread = threading.Thread(target=read_then_reset, daemon=True)
+    thread.start()
+    origin = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    settings.PUSH_SERVICE_HOSTS = [*settings.PUSH_SERVICE_HOSTS, origin]
+    Device.objects.filter(pk=device.pk).update(push_endpoint=f"{origin}/wpush/v2/reset")
+    device.refresh_from_db()
+    try:
+        with pytest.raises(DeliveryError) as caught:
+            WebPushChannel().deliver_to(device, message())
+    finally:
+        thread.join(5)
+        listener.close()
+    assert caught.value.kind == DeliveryKind.NETWORK
+    assert caught.value.maybe_delivered
 
 
 def test_a_redirect_is_never_followed(client, push_service, settings):

@@ -52,6 +52,26 @@ def test_adding_an_address_mails_a_link_that_confirms_it(client, smtp_server):
     assert 'data-email-status="confirmed"' in client.get("/settings/").content.decode()
 
 
+def test_the_confirmation_link_points_at_site_url_whatever_host_the_request_named(
+    client, smtp_server, settings
+):
+    """The link carries the signed token: under a wildcard ALLOWED_HOSTS a request's Host is
+    whatever its sender chose, and must not decide where a victim's mail sends them."""
+    settings.ALLOWED_HOSTS = ["*"]
+    settings.SITE_URL = "https://yasugoro.example"
+
+    response = client.post(
+        "/settings/email", {"email": "victim@mail.example"}, HTTP_HOST="attacker.example"
+    )
+
+    assert response.status_code == 302
+    [mail] = smtp_server.messages()
+    text = mail.get_body(preferencelist=("plain",)).get_content()
+    link = re.search(r"https?://\S+/email/confirm/\S+/", text)
+    assert link is not None, text
+    assert link.group(0).startswith("https://yasugoro.example/email/confirm/"), link.group(0)
+
+
 def test_confirmation_works_from_another_browser_without_the_device_cookie(client, smtp_server):
     device, _ = device_with_cookie(client)
     client.post("/settings/email", {"email": "me@mail.example"})
@@ -171,6 +191,7 @@ def test_bad_address_is_a_400_with_a_message_and_writes_nothing(client, smtp_ser
 
 NOT_PUBLIC = "not a public mail domain"
 NOT_VALID = "Enter a valid e-mail address"
+NOT_ENCODABLE = "it holds a character no mail domain can"
 
 
 @pytest.mark.parametrize(
@@ -191,6 +212,9 @@ NOT_VALID = "Enter a valid e-mail address"
         ("a@[IPv6:2001:db8::1]", NOT_VALID),
         ("a@10.0.0.1", NOT_VALID),
         ("a@intranet", NOT_VALID),
+        # Django's validator takes it, but IDNA cannot encode the invisible U+200E: the
+        # confirmation mail would fail once the address was stored.
+        ("me@\u200email.example", NOT_ENCODABLE),
     ],
 )
 def test_an_address_no_public_mail_reaches_is_refused_in_the_page(
@@ -203,6 +227,15 @@ def test_an_address_no_public_mail_reaches_is_refused_in_the_page(
     device.refresh_from_db()
     assert device.email == ""
     assert smtp_server.messages() == []
+
+
+def test_the_refusal_of_a_domain_mail_cannot_encode_speaks_japanese(client, smtp_server):
+    device_with_cookie(client)
+    response = client.post(
+        "/settings/email", {"email": "me@\u200email.example"}, headers={"accept-language": "ja"}
+    )
+    assert response.status_code == 400
+    assert "メールのドメインに使えない文字" in response.content.decode()
 
 
 def test_the_refusal_of_a_private_domain_speaks_japanese(client, smtp_server):

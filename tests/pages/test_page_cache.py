@@ -175,6 +175,33 @@ def test_a_poll_that_adds_no_point_shows_its_time_and_keeps_the_chart_cached(
 
 
 @time_machine.travel(dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC), tick=False)
+def test_a_failed_check_makes_its_listing_page_say_so_and_no_price_page_stale(
+    client, django_capture_on_commit_callbacks, django_assert_num_queries
+):
+    """The listing's cached page would go on saying "Price last checked" at the earlier
+    check; the home page shows no time of a check, and no price changed."""
+    from watches.marketplaces.base import FetchError, FetchKind
+    from watches.polling.observations import observe
+
+    now = timezone.now()
+    listing = with_history(ListingFactory(price=700, shipping=0), [700, 700], now=now)
+    _poll(listing, 700, now)
+    assert (
+        "Price last checked Nov 29, 12:00."
+        in client.get(f"/listings/{listing.pk}/").content.decode()
+    )
+    client.get("/")
+    with django_capture_on_commit_callbacks(execute=True):
+        failed = FetchError(FetchKind.SERVER, "500")
+        observe([(listing, failed)], now + dt.timedelta(minutes=5)).save()
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "Price last checked" not in body
+    assert "The last price check, Nov 29, 12:05, failed." in body
+    with django_assert_num_queries(0):
+        client.get("/")
+
+
+@time_machine.travel(dt.datetime(2026, 11, 29, 3, 0, tzinfo=dt.UTC), tick=False)
 def test_a_poll_that_finds_a_new_price_redraws_the_facts_and_the_chart(
     client, django_capture_on_commit_callbacks
 ):

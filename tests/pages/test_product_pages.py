@@ -5,16 +5,33 @@ field, nothing written."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.test import Client
 
-from tests.factories import ListingFactory
-from watches.models import Listing, Product, Trigger, Watch
+from outbox.models import Outbox
+from tests.factories import ListingFactory, device_with_cookie
+from watches.models import Channel, Listing, Product, Trigger, Watch
+from watches.polling.poll import poll
 from watches.products.intake import add_product
+from watches.products.polling import poll_products
 
 pytestmark = pytest.mark.django_db
 
 JAN = "4901750404406"
+START = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)  # 18:00 in Tokyo
+
+
+@pytest.fixture
+def clock(time_machine):
+    time_machine.move_to(START, tick=False)
+    return time_machine
+
+
+def poll_at(clock, minutes: int):
+    clock.move_to(START + dt.timedelta(minutes=minutes), tick=False)
+    return poll_products(force=True)
 
 
 @pytest.fixture
@@ -237,3 +254,69 @@ def test_a_product_watch_cannot_be_edited_into_a_trigger_products_do_not_have(cl
     assert response.status_code == 200 and response.context["form"].errors["trigger"]
     watch.refresh_from_db()
     assert watch.trigger == Trigger.TARGET_PRICE
+
+
+def test_restoring_a_product_watch_never_makes_a_second_live_watch_of_its_trigger(
+    client, clock, product, shops
+):
+    """The clash is sought on the product, not on the offer the old watch followed: restored
+    beside a newer watch following another offer, it would make two, and one drop told twice."""
+    device, _ = device_with_cookie(client, channel=Channel.CONSOLE)
+    url = f"/products/{product.pk}/"
+    client.post(url, {"trigger": Trigger.TARGET_PRICE, "target_price": "500"})
+    first = Watch.objects.get()
+    assert first.listing.item_code == "store4_tp-12r"  # the best offer then
+    client.post(f"/watches/{first.pk}/remove")
+    # Another shop becomes the cheapest; the person watches the product again.
+    shops.set("store3_tp-12r", price=480)
+    poll_at(clock, 20)
+    client.post(url, {"trigger": Trigger.TARGET_PRICE, "target_price": "500"})
+    second = Watch.live.get()
+    assert second.pk != first.pk and second.listing.item_code == "store3_tp-12r"
+    # The undo of the old removal (its form stays usable on My watches).
+    response = client.post(f"/watches/{first.pk}/restore", follow=True)
+    assert "You are already watching that item this way" in response.content.decode()
+
+    live = Watch.live.filter(device=device, product=product, trigger=Trigger.TARGET_PRICE)
+    shops.set("store3_tp-12r", price=470)
+    poll_at(clock, 40)
+    assert (live.count(), Outbox.objects.filter(device=device).count()) == (1, 1)
+
+
+def test_restoring_a_listing_watch_is_not_refused_for_a_product_watch_following_that_listing(
+    client, product
+):
+    """A product watch following the same offer is another watch: refusing the undo with "You
+    are already watching that item this way" would not be true."""
+    device_with_cookie(client, channel=Channel.CONSOLE)
+    offer = Listing.objects.get(item_code="store4_tp-12r")
+    client.post(f"/listings/{offer.pk}/", {"trigger": "target_price", "target_price": "500"})
+    own = Watch.objects.get(product=None)
+    client.post(f"/watches/{own.pk}/remove")
+    client.post(f"/products/{product.pk}/", {"trigger": "target_price", "target_price": "450"})
+    assert Watch.live.get().listing == offer  # the product watch follows the same offer
+
+    client.post(f"/watches/{own.pk}/restore")
+    own.refresh_from_db()
+    assert own.removed_at is None
+
+
+def test_a_failed_check_is_not_shown_as_the_time_an_offer_was_checked(
+    client, clock, product, shops
+):
+    """A failed ask still moves `last_polled_at` (its turn in the queue): the page says the
+    check failed, never "Checked <then>" over the price an earlier check saw."""
+    clock.move_to(START + dt.timedelta(days=3), tick=False)
+    shops.behave[JAN] = "server"
+    shops.behave["store4_tp-12r"] = "server"
+    poll_products(force=True)
+    poll(codes=["store4_tp-12r"])
+    product.refresh_from_db()
+    offer = Listing.objects.get(item_code="store4_tp-12r")
+    assert product.last_error and offer.last_error
+
+    body = client.get(f"/products/{product.pk}/").content.decode()
+    assert "Checked Dec 4, 18:00" not in body and "Every shop last checked" not in body
+    assert "Check failed Dec 4, 18:00: the price is from an earlier check" in body
+    assert "The last check of every shop, Dec 4, 18:00, failed" in body
+    assert body.count("Checked Dec 1, 18:00") == 4  # the other shops' own checks

@@ -1,8 +1,9 @@
-"""Every GET parameter of every URL, hostile: a NUL, a lone surrogate, 10,000 characters and a
-repeated name. Each answer is a 4xx with a message a person can read, or an ordinary answer —
-never a 5xx — on whichever database the suite runs (run it with DATABASE_URL=postgres://… for
-PostgreSQL). The URLs come from the URL conf itself, so a new page is swept the day it lands;
-the names are every one the views, templates and admin filters read, and one made up."""
+"""Every GET parameter of every URL, hostile: a NUL, a lone surrogate, 10,000 characters, a
+repeated name and digits of other scripts. Each answer is a 4xx with a message a person can
+read, or an ordinary answer — never a 5xx — on whichever database the suite runs (run it with
+DATABASE_URL=postgres://… for PostgreSQL). The URLs come from the URL conf itself, so a new
+page is swept the day it lands; the names are every one the views, templates and admin filters
+read, and one made up."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ NUL = "%00"
 SURROGATE = "%ED%A0%80"  # U+D800 as UTF-8 would spell it: no valid text has it
 LONG = "a" * 10_000
 HUGE = "9" * 30  # beyond any integer column, SQLite's and PostgreSQL's
+# "１２²", full-width digits and a superscript: `str.isdigit()` is true, `int()` raises.
+OTHER_DIGITS = "%EF%BC%91%EF%BC%92%C2%B2"
 # Every name a view, a template's link or form, or Django's admin reads from a query string
 # (grep request.GET and "?" in watches/, outbox/, templates/), besides each admin list filter's
 # own (`filter_names`).
@@ -255,7 +258,7 @@ def test_every_url_pattern_is_swept():
 def test_no_url_answers_a_5xx_to_any_hostile_query(world, route):
     """Each hostile value under every name at once is refused with its message; each name
     repeated (an odd number and a number too large for any column, the last one winning)
-    reaches the view, which answers it without a 5xx."""
+    reaches the view, which answers it without a 5xx; so do digits of other scripts."""
     every_name = sorted({*PAGE_NAMES, *ADMIN_NAMES, *filter_names(world.staff), MADE_UP})
     failures = []
     for url in concrete(world, route):
@@ -270,6 +273,9 @@ def test_no_url_answers_a_5xx_to_any_hostile_query(world, route):
             repeated = get(world.client, url, f"{name}=-1&{name}={HUGE}")
             if repeated.status_code >= 500:
                 failures.append(f"{url}?{name}=-1&{name}={HUGE} → {repeated.status_code}")
+            digits = get(world.client, url, f"{name}={OTHER_DIGITS}")
+            if digits.status_code >= 500:
+                failures.append(f"{url}?{name}=１２² → {digits.status_code}")
     assert not failures, "\n".join(failures)
 
 

@@ -160,6 +160,30 @@ def test_a_miss_made_old_news_by_a_later_notification_is_not_shown(client, clock
     assert "We would have told you" not in client.get("/notifications/").content.decode()
 
 
+def test_a_miss_at_the_price_of_one_a_notification_made_old_news_is_shown_again(clock):
+    """Missed ¥520, told ¥520 the next day, back above the line, then ¥520 again while
+    notifications are off: a new crossing nobody was told of, at the old miss's price."""
+    from watches.missed import missed_for
+
+    day = dt.timedelta(days=1)
+    listing = ListingFactory(price=700, last_polled_at=None)
+    device = device_with_cookie()[0]
+    watch = WatchFactory(device=device, listing=listing, target_price=600)
+    set_product(listing.item_code, price=520)
+    poll(force=True)
+    Watch.objects.filter(pk=watch.pk).update(
+        last_notified_price=520, last_notified_at=T0 + day, last_notified_detected_at=T0 + day
+    )
+    clock.move_to(T0 + 2 * day, tick=False)
+    set_product(listing.item_code, price=700)
+    poll(force=True)
+    clock.move_to(T0 + 3 * day, tick=False)
+    set_product(listing.item_code, price=520)
+    poll(force=True)
+
+    assert [(m.price, m.at) for m in missed_for(device)] == [(520, T0 + 3 * day)]
+
+
 def test_once_something_reaches_the_device_a_miss_says_nothing_did_then(client, clock):
     WatchFactory(device=push_on(client), target_price=600, missed_price=520, missed_at=T0)
     body = client.get("/notifications/").content.decode()
@@ -293,3 +317,78 @@ def test_saved_above_the_price_nothing_more_is_said(client, listing):
     assert save_watch(client, listing, "500") == (
         "Watching. We check the price again before we tell you."
     )
+
+
+def test_saving_the_form_over_a_paused_watch_says_it_is_paused(client, listing):
+    """Saving changes a paused watch and leaves it paused: "we tell you after its next price
+    check" would promise what a paused watch never sends."""
+    watch = WatchFactory(device=push_on(client), listing=listing, target_price=500, paused=True)
+    said = save_watch(client, listing, "600")
+    watch.refresh_from_db()
+    assert (watch.target_price, watch.paused) == (600, True)
+    assert said == (
+        "Your watch on this item is updated. It is paused: nothing is sent for it until you "
+        "resume it in My watches."
+    )
+
+
+# --- Paused: by the person, or the listing by staff -------------------------------------------
+
+
+def test_the_listing_page_promises_no_notification_for_a_watch_the_person_paused(client, listing):
+    watch = WatchFactory(device=push_on(client), listing=listing, target_price=600)
+    client.post(f"/watches/{watch.pk}/pause", {"paused": "1"})
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "Paused" in body
+    assert EXPECT not in body
+
+
+def test_my_watches_promises_no_notification_on_a_listing_staff_stopped_tracking(client, listing):
+    """Polling skips a paused listing: nothing comes, whatever the price says."""
+    WatchFactory(device=push_on(client), listing=listing, target_price=600)
+    Listing.objects.filter(pk=listing.pk).update(paused=True)
+    watches_page = client.get("/watches/").content.decode()
+    listing_page = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "No longer tracked" in watches_page
+    assert "We no longer track this item: nothing is sent for it." in watches_page
+    assert NEXT_CHECK not in watches_page
+    assert EXPECT not in listing_page
+
+
+def test_a_product_watch_following_an_offer_staff_stopped_tracking_is_not_said_untracked(
+    client, listing
+):
+    """A product watch goes on with the product's other offers (the re-check drops only a
+    listing watch of a paused listing)."""
+    product = Product.objects.create(jan="4901750404406", name="スコッティ")
+    Listing.objects.filter(pk=listing.pk).update(product=product, jan=product.jan, paused=True)
+    WatchFactory(device=push_on(client), listing=listing, product=product, target_price=370)
+    assert "No longer tracked" not in client.get("/watches/").content.decode()
+
+
+# --- When the price was checked -----------------------------------------------------------
+
+
+def test_a_failed_check_is_not_shown_as_the_time_the_price_was_last_checked(client, ichiba, clock):
+    """A failed ask moves `last_polled_at` too (its turn in the queue): the page says the
+    check failed and that the price is an earlier check's, never "Price last checked <then>"
+    over a price three days old."""
+    ichiba.add("yasu-shop:tp-12r", itemName="楽天のトイレットペーパー", price=1000)
+    client.post("/add/", {"link": "https://item.rakuten.co.jp/yasu-shop/tp-12r/"})
+    listing = Listing.objects.get(source="rakuten")
+    assert listing.last_polled_at == T0
+
+    clock.move_to(T0 + dt.timedelta(days=3), tick=False)
+    ichiba.set("yasu-shop:tp-12r", price=1500)
+    ichiba.behave["yasu-shop:tp-12r"] = "server"
+    poll(codes=["yasu-shop:tp-12r"])
+    listing.refresh_from_db()
+    assert listing.price == 1000 and listing.last_error  # the check failed: the price is old
+
+    body = client.get(f"/listings/{listing.pk}/").content.decode()
+    assert "¥1,000" in body
+    assert "Price last checked" not in body
+    assert (
+        "The last price check, Dec 4, 10:00, failed. The price shown is from an earlier check, "
+        "made Dec 1, 10:00 or later."
+    ) in body

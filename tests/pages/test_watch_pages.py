@@ -7,11 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import html
 import re
+import threading
+import time
 from typing import Literal
 
 import pytest
 import time_machine
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 from hypothesis import HealthCheck, given
@@ -23,7 +26,7 @@ from tests import factories
 from tests.factories import DeviceFactory, ListingFactory, WatchFactory, device_with_cookie
 from tests.outbox_helpers import enqueue_for
 from watches.devices import cookie_name, hash_token
-from watches.models import Device, PricePoint, Trigger, Watch
+from watches.models import Device, Listing, PricePoint, Trigger, Watch
 
 pytestmark = pytest.mark.django_db
 
@@ -400,6 +403,53 @@ def test_edit_refuses_a_second_watch_of_the_same_kind(client, listing):
     response = client.post(f"/watches/{watch.pk}/edit/", {"trigger": "lowest"})
     assert "already have a watch of this kind" in field_error(response, "trigger")
     assert watch_state() == before
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_double_submitted_watch_form_makes_one_watch():
+    """Two submits at once (a double click) both read "no live watch yet" and would both
+    insert: the device's row lock makes the second find the first's watch and change it."""
+    listing = ListingFactory(price=1000)
+    _, token = device_with_cookie(
+        push_endpoint="https://fcm.googleapis.com/fcm/send/x", push_active=True
+    )
+    answers, errors = [], []
+
+    def submit() -> None:
+        browser = Client()
+        browser.cookies[cookie_name()] = token
+        try:
+            response = browser.post(
+                f"/listings/{listing.pk}/", {"trigger": "target_price", "target_price": "900"}
+            )
+            answers.append(response.status_code)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    # Both submits in flight at once: while the test holds the listing's row, a submit that
+    # decided no watch exists yet waits at its insert (the new watch's foreign key).
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    with transaction.atomic():
+        Listing.objects.select_for_update().get(pk=listing.pk)
+        for thread in threads:
+            thread.start()
+        with connection.cursor() as cursor:
+            for _ in range(600):
+                cursor.execute("SELECT pg_stat_clear_snapshot()")
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                if cursor.fetchone()[0] >= 2:
+                    break
+                time.sleep(0.05)
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors and answers == [302, 302]
+    assert Watch.live.filter(listing=listing, trigger=Trigger.TARGET_PRICE).count() == 1
 
 
 def test_pause_and_resume(client, listing):

@@ -8,9 +8,12 @@ import datetime as dt
 
 import pytest
 import time_machine
+from django.contrib import admin
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
 from django.forms import MultiWidget
+from django.test import RequestFactory
+from django.urls import reverse
 from django.utils import timezone
 
 from outbox.models import Outbox, OutboxEvent, Reason, Status
@@ -18,7 +21,10 @@ from outbox.reporting import levers
 from outbox.transitions import ALLOWED, Outcome, TransitionNotAllowed, check_allowed, transition
 from tests.factories import ListingFactory, WatchFactory
 from tests.outbox_states import row_in
+from watches.marketplaces.base import Observation
+from watches.models import Listing
 from watches.pausing import pause_listings
+from watches.polling.observations import observe
 from watches.polling.poll import due_listings
 
 pytestmark = pytest.mark.django_db
@@ -226,6 +232,52 @@ def test_ticking_paused_on_the_listing_page_drops_its_rows(admin_client, frozen)
     assert staff_events(pending)[0].actor == "admin"
 
 
+def test_ticking_paused_on_the_listing_page_says_one_listing_was_paused(admin_client, frozen):
+    """The listing is paused by the rule that reports it, not saved paused before it: staff
+    read "1 listing paused", with what became of its notifications."""
+    listing = ListingFactory()
+    row_in(Status.PENDING, watch=WatchFactory(listing=listing))
+    page = f"/admin/watches/listing/{listing.pk}/change/"
+    data = form_data(admin_client.get(page).context["adminform"].form)
+    data["paused"] = "on"
+    response = admin_client.post(page, data, follow=True)
+    messages = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any(m.startswith("1 listing paused; notifications: 1 dropped") for m in messages), (
+        messages
+    )
+    listing.refresh_from_db()
+    assert listing.paused
+
+
+def test_saving_the_listing_page_keeps_what_a_poll_observed_while_it_was_open(admin_client, frozen):
+    """What polling observes is shown on the page, not posted back: a price observed between
+    the page's GET and its POST stays, with its time (never a stale price under a fresh time)."""
+    listing = ListingFactory(price=1234, last_polled_at=NOW - dt.timedelta(minutes=5))
+    page = f"/admin/watches/listing/{listing.pk}/change/"
+    shown = admin_client.get(page)
+    data = form_data(shown.context["adminform"].form)
+    assert not {"price", "in_stock", "points", "low_90", "last_polled_at"} & set(data)
+    assert '<div class="readonly">1234</div>' in shown.content.decode()
+    answer = Observation(
+        item_code=listing.item_code, price=900, shipping=0, in_stock=True, observed_at=NOW
+    )
+    observe([(Listing.objects.get(pk=listing.pk), answer)], NOW, judging=False).save()
+    data["name"] = "Renamed by staff"
+    response = admin_client.post(page, data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    listing.refresh_from_db()
+    assert (listing.name, listing.price, listing.last_polled_at) == ("Renamed by staff", 900, NOW)
+
+
+def test_the_listing_page_shows_every_column_polling_writes_read_only():
+    """A new column an observation writes cannot become editable on the page unnoticed."""
+    from watches.admin import POLLED_FIELDS
+    from watches.polling import observations
+
+    written = {*observations._OBSERVED, *observations._STATS, *observations._FAILED}
+    assert written <= set(POLLED_FIELDS)
+
+
 def test_unticking_paused_on_the_listing_page_tracks_it_again_from_a_request_of_its_own(
     admin_client, frozen
 ):
@@ -267,6 +319,47 @@ def test_pause_listings_is_idempotent(frozen):
     result = pause_listings([listing.pk], actor="ops")
     assert (result.paused, result.reports) == (0, ["1 dropped."])
     assert status_of(row) == Status.DROPPED
+
+
+# --- a mangled action form -------------------------------------------------------------------
+
+HUGE = "9" * 30  # beyond any integer column, SQLite's and PostgreSQL's
+
+
+@pytest.mark.parametrize("bad", ["abc", "²", "1.5", HUGE])
+def test_an_action_posted_with_a_bad_row_id_is_400_and_moves_nothing(admin_client, frozen, bad):
+    failed = row_in(Status.FAILED)
+    admin_client.raise_request_exception = False
+    response = admin_client.post(
+        CHANGELIST_URL, {"action": "requeue_rows", "_selected_action": [failed.pk, bad]}
+    )
+    assert response.status_code == 400
+    assert "nothing was done" in response.content.decode()
+    assert status_of(failed) == Status.FAILED
+    assert staff_events(failed) == []
+
+
+def test_every_admin_of_ours_with_actions_answers_a_bad_row_id_with_400(admin_client, admin_user):
+    """Django's own "delete selected" included: it filters `pk__in` with what was posted."""
+    request = RequestFactory().post("/admin/")
+    request.user = admin_user
+    checked = []
+    for model, model_admin in admin.site._registry.items():
+        if model._meta.app_label not in {"watches", "outbox", "demo"}:
+            continue
+        actions = model_admin.get_actions(request)
+        if not actions:
+            continue
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        before = model._default_manager.count()
+        admin_client.raise_request_exception = False
+        response = admin_client.post(
+            url, {"action": next(iter(actions)), "index": "0", "_selected_action": [HUGE]}
+        )
+        assert (url, response.status_code) == (url, 400)
+        assert model._default_manager.count() == before
+        checked.append(model._meta.model_name)
+    assert {"outbox", "listing", "watch", "device", "product"} <= set(checked)
 
 
 # --- who may pull the levers ----------------------------------------------------------------

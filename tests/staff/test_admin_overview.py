@@ -395,6 +395,24 @@ def test_a_snapshot_counts_every_window_and_day_as_counting_everything_would():
         assert stats.daily == live.daily
 
 
+def test_a_window_starting_at_a_service_days_start_counts_that_day_once():
+    """Its first day is whole in the window: counted from the snapshot, not live as well."""
+    from outbox.reporting.summary import refresh_snapshot
+
+    midnight = dt.datetime(2026, 3, 9, 15, 0, tzinfo=dt.UTC)  # 2026-03-10 00:00 in Tokyo
+    moved = midnight - dt.timedelta(days=7) + dt.timedelta(hours=12)  # the window's first day
+    OutboxFactory(
+        status=Status.SENT,
+        reason=Reason.DELIVERED,
+        detected_at=moved - dt.timedelta(hours=1),
+        updated_at=moved,
+    )
+    live = outbox_stats(now=midnight, chart_days=0).status["sent"]
+    assert live["7d"] == 1
+    refresh_snapshot(midnight)
+    assert outbox_stats(now=midnight, chart_days=0).status["sent"] == live
+
+
 def test_a_row_written_after_the_snapshot_with_an_old_time_is_counted():
     """An import or a restore: the snapshot is set aside until the next one."""
     from outbox.reporting.summary import refresh_snapshot, usable_snapshot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import quote
 
 import pytest
 import time_machine
@@ -423,6 +424,19 @@ def test_a_bad_listing_filter_lists_nothing_and_never_fails(admin_client, value)
     response = admin_client.get(f"{CHANGELIST_URL}?listing={value}")
     assert response.status_code == 200
     assert list(response.context["cl"].result_list) == []
+
+
+def full_width(number: int) -> str:
+    return "".join(chr(ord("０") + int(digit)) for digit in str(number))
+
+
+@pytest.mark.parametrize("query", ["?q={}", "?q=%23{}", "?listing={}"])
+def test_only_ascii_digits_name_a_row_or_a_listing_and_others_never_fail(admin_client, query):
+    """`"²".isdigit()` is true and `int("²")` raises; `int("１")` is 1. A search or a listing
+    filter in other digits lists nothing, rather than a 500 or another row's notifications."""
+    row = row_in(Status.PENDING)
+    for value in ("²", full_width(row.pk), full_width(row.watch.listing_id)):
+        assert listed(admin_client, query.format(quote(value))) == [], value
 
 
 def test_json_in_the_detail_page_shows_times_in_tokyo(admin_client):

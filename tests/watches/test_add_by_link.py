@@ -11,6 +11,7 @@ from django.test import Client
 
 from tests.factories import DemoProductFactory, ListingFactory
 from watches.models import Listing, PricePoint
+from watches.polling.observations import fetch
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +50,26 @@ def test_a_rakuten_url_is_fetched_through_the_adapter(client, ichiba):
     )
     # The marketplace's API was asked about the code; the pasted page itself never was.
     assert ichiba.asked("yasu-shop:tp-12r") == 1
+
+
+def test_an_item_added_by_link_keeps_the_points_its_first_answer_carried(client, ichiba):
+    """Kept by the rule polling keeps: a listing saved without its points would show "Now
+    ¥1,000" while the shop gives 90 pt, and its first point would have none."""
+    ichiba.add("yasu-shop:tp-12r", itemName="楽天のトイレットペーパー", price=1000)
+    ichiba.campaign("yasu-shop:tp-12r", 10, "2020-01-01 00:00", "2099-12-31 23:59")
+    answer = fetch("rakuten", ["yasu-shop:tp-12r"])["yasu-shop:tp-12r"]
+    assert answer.points > 0  # what the marketplace says the shopper gets now
+
+    add(client, "https://item.rakuten.co.jp/yasu-shop/tp-12r/")
+    listing = Listing.objects.get(source="rakuten")
+    assert (listing.points, listing.points_until, listing.point_rate) == (
+        answer.points,
+        answer.points_until,
+        answer.point_rate,
+    )
+    assert PricePoint.objects.get(listing=listing).points == answer.points
+    assert listing.low_90_net == listing.effective_price - answer.points
+    assert "Now, after points" in client.get(f"/listings/{listing.pk}/").content.decode()
 
 
 def test_a_known_item_is_opened_without_asking_the_marketplace(client):

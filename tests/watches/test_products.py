@@ -271,3 +271,59 @@ def test_a_device_that_cannot_be_reached_keeps_what_it_missed(product, yahoo):
     assert poll_at(20).enqueued == 0
     made.refresh_from_db()
     assert made.missed_price == 480
+
+
+# --- a paused offer is out of the product's history as detection reads it ------------------
+
+
+def test_product_back_in_stock_fires_when_every_tracked_shop_was_out(yahoo):
+    """A paused offer (staff stopped tracking it) last seen in stock must not keep the
+    product "in stock somewhere" in the history detection reads: the restock after every
+    tracked shop ran out is news."""
+    codes = []
+    for number, price in enumerate((620, 520, 550), start=1):
+        code = f"store{number}_tp-12r"
+        yahoo.add(code, jan=JAN, price=price, name=f"スコッティ 12ロール (store {number})")
+        codes.append(code)
+    with time_machine.travel(START, tick=False):
+        product = add_product(JAN)
+    offers = {o.item_code: o for o in product.offers.all()}
+    # Staff stop tracking one shop's offer (last seen in stock).
+    paused = offers[codes[0]]
+    paused.paused = True
+    paused.save(update_fields=["paused"])
+    with time_machine.travel(START + dt.timedelta(minutes=5), tick=False):
+        made, _ = save_product_watch(
+            DeviceFactory.create(), product, WatchParams(trigger=Trigger.BACK_IN_STOCK)
+        )
+    # Every shop runs out; the tracked offers are observed out of stock.
+    yahoo.behave[JAN] = "empty"
+    assert poll_at(20).enqueued == 0
+    # One tracked shop has it again.
+    yahoo.behave.pop(JAN)
+    assert poll_at(40).enqueued == 1
+    assert Outbox.objects.filter(watch=made).exists()
+
+
+# --- a product watch is judged whenever one of its offers is observed --------------------
+
+
+def test_a_product_watch_is_judged_when_its_only_offer_is_polled(yahoo, settings):
+    """On Yahoo! Shopping (a budget: the plan chooses the requests), a product with one shop's
+    offer is polled as an item: its product watch is judged on that answer too."""
+    from watches import tasks
+
+    yahoo.add("store1_tp-12r", jan=JAN, price=1000, name="スコッティ 12ロール (store 1)")
+    with time_machine.travel(START, tick=False):
+        product = add_product(JAN)
+        made, _ = save_product_watch(
+            DeviceFactory.create(),
+            product,
+            WatchParams(trigger=Trigger.TARGET_PRICE, target_price=950),
+        )
+    yahoo.set("store1_tp-12r", price=900)
+    with time_machine.travel(START + dt.timedelta(minutes=settings.POLL_MINUTES), tick=False):
+        tasks.poll()
+    offer = product.offers.get()
+    assert offer.price == 900  # the offer was asked and observed at ¥900
+    assert Outbox.objects.filter(watch=made).count() == 1

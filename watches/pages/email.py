@@ -55,10 +55,9 @@ def email_settings(request: HttpRequest) -> HttpResponse:
     if not changed:
         messages.info(request, _("This address is already confirmed."))
         return redirect(reverse("device-settings") + "#email-h")
-    # The site as this request reached it (ALLOWED_HOSTS vouches for the host).
-    link = request.build_absolute_uri(
-        reverse("email-confirm", args=[email_address.confirm_token(device)])
-    )
+    # SITE_URL, as every mail links (decision 0054): a request's Host is whatever the client
+    # sent, and this link carries the token to whoever serves that host.
+    link = settings.SITE_URL + reverse("email-confirm", args=[email_address.confirm_token(device)])
     try:
         email_address.send_confirmation(device, link)
     except (smtplib.SMTPException, OSError) as exc:

@@ -240,10 +240,20 @@ class EmailAddressForm(forms.Form):
     )
 
     def clean_email(self) -> str:
-        from watches.email_address import normalise, public_domain
+        from watches.email_address import encodable, normalise, public_domain
 
         address = normalise(self.cleaned_data["email"])
         domain = address.rpartition("@")[2]
+        if not encodable(address):
+            raise forms.ValidationError(
+                _(
+                    "We cannot send mail to “%(domain)s”: it holds a character no mail domain "
+                    "can, perhaps an invisible one copied with it. Type the address again, such "
+                    "as name@example.com."
+                ),
+                code="not_encodable",
+                params={"domain": domain},
+            )
         if not public_domain(domain):
             raise forms.ValidationError(
                 _(

@@ -7,12 +7,14 @@ Every key carries a version. Most carry the *prices version*: `prices_changed()`
 so every cached page and fragment that shows prices is stale at once, in every web process.
 A listing's own page and chart carry instead that *listing's version*, which
 `listings_changed(ids)` moves on (with the prices version) once those listings are observed,
-saved, paused or deleted: the prices version moves with every observation saved anywhere —
-about every minute — and a listing's page need not be rendered again for another listing's
-price. A product's page carries its own *product version*, which `products_changed(ids)`
-moves when the product's row changes or a listing joins it, and the versions of its offers
-(`product_version`). All live in the shared `pages` cache (Redis with REDIS_URL, else files
-under var/, which the web server and the cluster of `make run` share). A fragment that
+saved, paused or deleted — and `listing_pages_changed(ids)` alone once a check of them
+failed (their pages say so; no price changed): the prices version moves with every
+observation saved anywhere — about every minute — and a listing's page need not be rendered
+again for another listing's price. A product's page carries its own *product version*,
+which `products_changed(ids)` moves when the product's row changes or a listing joins it, and
+the versions of its offers (`product_version`). All live in the shared `pages` cache (Redis
+with REDIS_URL, else files under var/, which the web server and the cluster of `make run`
+share). A fragment that
 depends only on what its key names carries `PURE`, no version at all.
 Entries also expire after FRAGMENT_SECONDS, for writers that do not tell, and when what they
 show changes by the clock alone (a points campaign's end: `common.deadlines`).
@@ -74,6 +76,14 @@ def prices_version() -> int:
 
 def listings_changed(listing_ids: Iterable[int]) -> None:
     """Make these listings' own pages stale, and every page that shows prices."""
+    listing_pages_changed(listing_ids)
+    prices_changed()
+
+
+def listing_pages_changed(listing_ids: Iterable[int]) -> None:
+    """Make these listings' own pages (and their products') stale, and no other: what
+    changed shows only there — a check of the price that failed, which leaves every price
+    as it was."""
     keys = [LISTING_VERSION_KEY % pk for pk in set(listing_ids)]
     if keys:
         # Forgotten rather than replaced: the next reader of the page makes a new version,
@@ -82,7 +92,6 @@ def listings_changed(listing_ids: Iterable[int]) -> None:
         # writing a version for each of 2,000 listings was a fifth of a dispatch cycle with the
         # file cache.
         caches[CACHE].delete_many(keys)
-    prices_changed()
 
 
 def listing_version(listing_id: int) -> int:

@@ -331,7 +331,11 @@ def _product_main(product: Product, offers: list[Listing], history: ProductHisto
         *(getattr(product, name) for name in PRODUCT_FIELDS if name != "last_polled_at"),
         product.last_polled_at is None,
         tuple(
-            (*(getattr(offer, name) for name in OFFER_FIELDS), offer.last_polled_at is None)
+            (
+                *(getattr(offer, name) for name in OFFER_FIELDS),
+                offer.last_polled_at is None,
+                bool(offer.last_error),  # a failed check is said as such
+            )
             for offer in ordered
         ),
         history.chart_html,

@@ -405,17 +405,34 @@ def _listing_main(listing: Listing, now, target=None) -> str:
         chart = _chart_html(listing, now, target)
     # Put together here rather than by a template: after a poll that found the same price
     # this is all of the page that is rendered, and a template cost more than the rest.
-    checked = ""
-    if listing.last_polled_at:
-        text = _("Price last checked %(at)s.") % {"at": when(listing.last_polled_at)}
-        checked = format_html('<p class="unit">{}</p>', text)
     return format_html(
         '<div class="listing-main">\n  {}\n  <h2>{}</h2>\n  {}\n  {}\n</div>',
         facts,
         _("Price history"),
         chart,
-        checked,
+        _last_check(listing),
     )
+
+
+def _last_check(listing: Listing) -> str:
+    """When the price shown was last checked. `last_polled_at` is when the marketplace was
+    last asked, answered or not: after a failed ask (`last_error`) the price is an earlier
+    check's, and its newest point says only when it was seen at the latest — an unchanged
+    price is kept as a point only now and then (POLL_HISTORY_MIN_MINUTES)."""
+    if not listing.last_polled_at:
+        return ""
+    at = when(listing.last_polled_at)
+    if not listing.last_error:
+        return format_html('<p class="unit">{}</p>', _("Price last checked %(at)s.") % {"at": at})
+    seen = newest_point_at(listing.pk) if listing.price is not None else None
+    if seen is None:
+        text = _("The last price check, %(at)s, failed.") % {"at": at}
+    else:
+        text = _(
+            "The last price check, %(at)s, failed. The price shown is from an earlier check, "
+            "made %(seen)s or later."
+        ) % {"at": at, "seen": when(seen)}
+    return format_html('<p class="unit up">{}</p>', text)
 
 
 def _chart_html(listing: Listing, now: dt.datetime, target=None) -> SafeString:

@@ -55,20 +55,12 @@ def edit_watch(request: HttpRequest, watch_id: int) -> HttpResponse:
     if request.method == "POST":
         form = watch_form(request.POST)
         if form.is_valid():
-            params = form.params()
-            same = {"product": product} if product else {"listing": listing, "product": None}
-            clash = (
-                Watch.live.filter(device_id=watch.device_id, trigger=params.trigger, **same)
-                .exclude(pk=watch.pk)
-                .exists()
-            )
-            if clash:
+            if not watchlist.change_watch(watch, form.params()):
                 form.add_error(
                     "trigger",
                     _("You already have a watch of this kind on this item: edit that one instead."),
                 )
             else:
-                watchlist.update_watch(watch, params)
                 messages.success(
                     request, watchlist.saved_message(watch, watch.device, created=False)
                 )

@@ -57,12 +57,13 @@ def save_watch(
     adding a second, which would only mean two notifications for one event. Returns (watch,
     created)."""
     with transaction.atomic():
-        live = Watch.live.filter(device=device, trigger=params.trigger)
-        if product is not None:
-            live = live.filter(product=product)
-        else:
-            live = live.filter(listing=listing, product__isnull=True)
-        existing = live.select_related("listing").order_by("-created_at", "-id").first()
+        _hold_device(device.pk)
+        existing = (
+            _same_watches(device.pk, params.trigger, listing.pk, product.pk if product else None)
+            .select_related("listing")
+            .order_by("-created_at", "-id")
+            .first()
+        )
         if existing is not None:
             return update_watch(existing, params), False
         watch = Watch.objects.create(
@@ -76,6 +77,28 @@ def save_watch(
             after_points=params.after_points,
         )
     return watch, True
+
+
+def _hold_device(device_id: int) -> None:
+    """Serialise the device's watch writes until the transaction ends: "no live watch yet,
+    so insert one" is two statements, and two submits of one form (a double click) would
+    both find none and make two watches — each event then told twice. On PostgreSQL the
+    device's row lock (FOR NO KEY UPDATE: inserts that reference the device still go on);
+    SQLite takes the database's write lock as the transaction begins (decision 0004) and
+    Django leaves FOR UPDATE out there."""
+    list(Device.objects.filter(pk=device_id).select_for_update(no_key=True).values_list("pk"))
+
+
+def _same_watches(
+    device_id: int, trigger: str, listing_id: int, product_id: int | None
+) -> QuerySet[Watch]:
+    """The device's live watches a watch of (`listing` or `product`, `trigger`) would repeat:
+    a product watch's is the product (its listing is whichever offer it follows now), a
+    listing watch's is the listing — a product watch following that offer is another."""
+    live = Watch.live.filter(device_id=device_id, trigger=trigger)
+    if product_id is not None:
+        return live.filter(product_id=product_id)
+    return live.filter(listing_id=listing_id, product__isnull=True)
 
 
 def update_watch(watch: Watch, params: WatchParams) -> Watch:
@@ -109,9 +132,30 @@ def update_watch(watch: Watch, params: WatchParams) -> Watch:
         watch.last_notified_price = None
         watch.last_notified_at = None
         watch.last_notified_detected_at = None
-        fields += ["last_notified_price", "last_notified_at", "last_notified_detected_at"]
+        # Judged from now: a restock told before, or one before a watch for restocks, is
+        # not news under the new settings.
+        watch.judged_since = timezone.now()
+        fields += [
+            "last_notified_price",
+            "last_notified_at",
+            "last_notified_detected_at",
+            "judged_since",
+        ]
     watch.save(update_fields=fields)
     return watch
+
+
+def change_watch(watch: Watch, params: WatchParams) -> bool:
+    """Change `watch` as the edit form asks (`update_watch`). False, and nothing changed,
+    when the device has another live watch of the new trigger on the same listing (or
+    product): two would mean two notifications for one event."""
+    with transaction.atomic():
+        _hold_device(watch.device_id)
+        same = _same_watches(watch.device_id, params.trigger, watch.listing_id, watch.product_id)
+        if same.exclude(pk=watch.pk).exists():
+            return False
+        update_watch(watch, params)
+    return True
 
 
 def set_paused(watch: Watch, paused: bool) -> None:
@@ -130,18 +174,32 @@ def remove_watch(watch: Watch, now: dt.datetime | None = None) -> None:
 
 def restore_watch(watch: Watch) -> bool:
     """Undo a removal. False when the device has meanwhile made another live watch with the
-    same trigger on the listing (two would mean two notifications for one event)."""
-    clash = Watch.live.filter(
-        device_id=watch.device_id, listing_id=watch.listing_id, trigger=watch.trigger
-    ).exists()
-    if clash:
-        return False
-    Watch.objects.filter(pk=watch.pk).update(removed_at=None, updated_at=timezone.now())
+    same trigger on the listing — or, for a product watch, on the product (two would mean
+    two notifications for one event)."""
+    with transaction.atomic():
+        _hold_device(watch.device_id)
+        clash = _same_watches(watch.device_id, watch.trigger, watch.listing_id, watch.product_id)
+        if clash.exclude(pk=watch.pk).exists():
+            return False
+        Watch.objects.filter(pk=watch.pk).update(removed_at=None, updated_at=timezone.now())
     watch.removed_at = None
     return True
 
 
 # --- Words and numbers for the pages -----------------------------------------------------
+
+
+def on_hold(watch: Watch) -> bool:
+    """Whether nothing is sent for the watch whatever the price: the person paused it, or
+    it is `untracked`."""
+    return watch.paused or untracked(watch)
+
+
+def untracked(watch: Watch) -> bool:
+    """Staff stopped tracking the listing the watch depends on: polling skips a paused
+    listing. A product watch goes on with the product's other offers, as the dispatcher's
+    re-check does (`outbox.recheck`)."""
+    return watch.product_id is None and watch.listing.paused
 
 
 def yen_text(value: Decimal | int | None) -> str:
@@ -282,6 +340,10 @@ class WatchRow:
     held_until: str = ""
 
     @property
+    def untracked(self) -> bool:
+        return untracked(self.watch)
+
+    @property
     def compares(self) -> str:
         """What the watch compares, in words."""
         if self.watch.after_points:
@@ -348,7 +410,8 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str
     """A word of warning about a target, or "": below the 90-day low (it may never come),
     or already met — then what really happens next: a notification after the next check,
     held until the end of quiet hours (`held`, "08:00"), nothing while nothing reaches the
-    device, or nothing new when it was already told at this price."""
+    device, or nothing new when it was already told at this price. Nothing is promised for
+    a watch `on_hold`: the page says it is paused (or no longer tracked) instead."""
     if watch.trigger not in _UNIT_TRIGGERS or watch.target_price is None:
         return ""
     use_unit = watch.use_unit_price and bool(listing.units_per_pack)
@@ -374,6 +437,7 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str
         ) % {"target": shown(target), "low": shown(low_value)}
     if (
         watch.trigger == Trigger.TARGET_PRICE
+        and not on_hold(watch)
         and now_value is not None
         and listing.in_stock
         and now_value <= target
@@ -408,8 +472,9 @@ def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str
 def saved_message(
     watch: Watch, device: Device, *, created: bool, now: dt.datetime | None = None
 ) -> str:
-    """What a person is told when a watch is saved (made, or changed): that it is saved, and
-    when its condition already holds, what happens next — read from what detection and the
+    """What a person is told when a watch is saved (made, or changed): that it is saved —
+    and paused still, for a paused watch, which sends nothing —, and when its condition
+    already holds, what happens next — read from what detection and the
     dispatcher will do (the next poll detects it, the dispatcher re-checks and sends it once
     that day; quiet hours hold it; nothing reaches a device without a channel)."""
     now = now or timezone.now()
@@ -426,6 +491,10 @@ def saved_message(
             if product
             else _("Your watch on this item is updated.")
         )
+    if watch.paused:
+        # Saving the form changes a paused watch and leaves it paused.
+        paused = _("It is paused: nothing is sent for it until you resume it in My watches.")
+        return f"{saved} {paused}"
     state = standing(watch, getattr(watch, "first_seen", None), now)
     if state.state != "met":
         return saved

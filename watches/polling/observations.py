@@ -20,7 +20,7 @@ writes it in bulk:
 - an error is kept on the listing (`last_error`, `last_error_at`) and counts as a poll
   (`last_polled_at`), so a failing listing waits its turn like the others;
 - once saved, the cached pages that show prices, and those listings' own pages, are stale
-  (`watches.pages.pagecache`).
+  (`watches.pages.pagecache`); a failed listing's own page is too (it says the check failed).
 
 `fetch` asks one marketplace about item codes and never raises: an adapter that crashes or
 leaves a code unanswered gives `bad_response` for it. A marketplace halted for a
@@ -79,6 +79,8 @@ STATS_KEPT = dt.timedelta(hours=1)
 # later, the item may simply have changed since (docs/decisions, "shop feeds").
 CONFIRM_WITHIN = dt.timedelta(minutes=10)
 _FAILED = ("last_error", "last_error_at", "last_polled_at")
+# Every column of a listing the observation rule writes (shown read-only to staff).
+WRITTEN = tuple(dict.fromkeys((*_OBSERVED, *_STATS, *_FAILED)))
 
 
 # One past point as `_recent` reads it: (listing id, observed_at, price, shipping, in_stock,
@@ -163,6 +165,10 @@ class Observations:
                 # Cached pages show prices: stale once this is committed, not before (a page
                 # rendered in between would cache the old ones under the new version).
                 transaction.on_commit(lambda: pagecache.listings_changed(changed))
+            failed = [listing.id for listing in self.failed]
+            if failed:
+                # Their own pages say the last check failed; no price changed elsewhere.
+                transaction.on_commit(lambda: pagecache.listing_pages_changed(failed))
 
 
 def _still_worth_writing(answers: list[tuple[Listing, Observation]]) -> list[PricePoint]:

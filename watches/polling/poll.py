@@ -35,10 +35,11 @@ from django.db import transaction
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
 
+from common.bulk import update_by_id
 from outbox.enqueue import Detection, detections_for, enqueue_many
 from watches.marketplaces.base import FetchResult, Observation, Shape
 from watches.missed import record_missed
-from watches.models import Listing, Watch
+from watches.models import Listing, Product, Watch
 from watches.polling import feeds
 from watches.polling.observations import Observations, fetch, observe
 from watches.polling.plan import Planned, plan
@@ -246,15 +247,30 @@ def record_answers(
     """Keep a batch of answers by the observation rule, judge the live watches of each
     listing on its new observation, and enqueue what they detect — in one short
     transaction. `via`: the shape of the requests that answered."""
+    from watches.products.polling import judge_products
+
     result = PollResult(listings=len(answers))
     if not answers:
         return result
     observations = observe(answers, now, via=via)
     detections, missed = judge_listings(observations, result)
+    # The product watches of the offers observed, on every offer of their products: a plan
+    # that asks a product's offers one by one (one offer due, or a product of one shop)
+    # would otherwise never judge them.
+    products = Product.objects.filter(
+        id__in={
+            seen.listing.product_id
+            for seen in observations.seen
+            if seen.observation is not None and seen.listing.product_id is not None
+        }
+    ).order_by("id")
+    fresh = {listing.pk: listing for listing, _ in answers}
+    for_products, missed_products, moves = judge_products(products, now, fresh)
     with transaction.atomic():
         observations.save()
-        result.enqueued = enqueue_many(detections, now=now)
-        record_missed(missed)
+        result.enqueued = enqueue_many([*detections, *for_products], now=now)
+        record_missed([*missed, *missed_products])
+        update_by_id(Watch, ("listing",), moves)
     result.points = len(observations.points)
     return result
 
@@ -264,7 +280,7 @@ def judge_listings(
 ) -> tuple[list[Detection], list[tuple[Watch, Observation]]]:
     """The detections of the listing watches of a batch's observations (judged on each
     listing's past), and what unreachable devices missed; counts the answers in `result`.
-    A product's watches are judged on all its offers by product polling, not here."""
+    A product's watches are judged on all its offers (`judge_products`), not here."""
     watches_by_listing = _live_watches([seen.listing.pk for seen in observations.seen])
     detections: list[Detection] = []
     missed: list[tuple[Watch, Observation]] = []
@@ -356,8 +372,7 @@ def snapshot(
             **points_facts(observation),
             "after_points": watch.after_points,
             "in_stock": observation.in_stock,
-            "typical": _num(history.typical),
-            "low_90": history.low_90,
+            **history_facts(history),
             "observed_at": observation.observed_at.isoformat(),
             "listing": listing.name or listing.item_code,
             "listing_id": listing.pk,
@@ -367,6 +382,12 @@ def snapshot(
             "use_unit_price": watch.use_unit_price,
         }
     )
+
+
+def history_facts(history: History) -> dict:
+    """The line a detection was drawn against, as a snapshot keeps it: the message of a
+    price drop names the typical price (`outbox.messages`)."""
+    return {"typical": _num(history.typical), "low_90": history.low_90}
 
 
 def points_facts(offer: Observation | Listing) -> dict:

@@ -145,12 +145,17 @@ def product_points(
     *,
     before: dt.datetime | None = None,
     after_points: bool = False,
+    tracked: bool = False,
 ) -> dict[int, list[Point]]:
     """Each product's cheapest-offer history since `since` (and before `before`), oldest
-    first, in two queries: incl. shipping, or after points."""
-    offers = dict(
-        Listing.objects.filter(product_id__in=list(product_ids)).values_list("id", "product_id")
-    )
+    first, in two queries: incl. shipping, or after points. `tracked`: of the offers not
+    paused only, as detection judges them — a paused offer's last state, carried forward
+    while nobody observes it, would keep the product "in stock somewhere" at its old price
+    for as long as the window holds it."""
+    offers_of = Listing.objects.filter(product_id__in=list(product_ids))
+    if tracked:
+        offers_of = offers_of.filter(paused=False)
+    offers = dict(offers_of.values_list("id", "product_id"))
     rows: dict[int, list[PointRow]] = defaultdict(list)
     for row in point_rows(offers, since):
         if before is None or row[1] < before:

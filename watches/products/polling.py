@@ -53,7 +53,7 @@ from watches.missed import record_missed
 from watches.models import Listing, OfferPage, Product, Watch
 from watches.pages import pagecache
 from watches.polling.observations import ask, observe
-from watches.polling.poll import PollResult, judge_listings, points_facts
+from watches.polling.poll import PollResult, history_facts, judge_listings, points_facts
 from watches.products.offers import product_points
 from watches.products.triggers import detect_best
 from watches.triggers import LOW_WINDOW, History, Judgement, build_history
@@ -315,7 +315,11 @@ def judge_products(
             histories[after_points] = {
                 pk: build_history(points, now)
                 for pk, points in product_points(
-                    list(by_id), now - LOW_WINDOW, before=now, after_points=after_points
+                    list(by_id),
+                    now - LOW_WINDOW,
+                    before=now,
+                    after_points=after_points,
+                    tracked=True,
                 ).items()
             }
         return histories[after_points][product_id]
@@ -342,7 +346,8 @@ def judge_products(
             # An outbox row could only be dropped `no_subscription`, poll after poll.
             missed.append((watch, _Missed(best.effective_price, best.net_price, now)))
             continue
-        payload = snapshot(watch, product, best, offers[product.pk], judgement, now)
+        line_history = history(product.pk, watch.after_points)
+        payload = snapshot(watch, product, best, offers[product.pk], line_history, judgement, now)
         # One row per channel that reaches the device (push, e-mail or both), as for listings.
         detections.extend(detections_for(watch, now, payload))
     return detections, missed, moves
@@ -353,11 +358,13 @@ def snapshot(
     product: Product,
     best: Listing,
     offers: list[Listing],
+    history: History,
     judgement: Judgement,
     now: dt.datetime,
 ) -> dict:
     """What the outbox row keeps of a product detection: the product, the best offer then
-    (shop, price, shipping, points, link) and how many shops had it."""
+    (shop, price, shipping, points, link), how many shops had it, and the product's typical
+    price and 90-day low as a listing's snapshot keeps them."""
     return judgement.snapshot(
         {
             "trigger": watch.trigger,
@@ -375,6 +382,7 @@ def snapshot(
             "after_points": watch.after_points,
             "in_stock": True,
             "shops_in_stock": sum(1 for offer in offers if offer.in_stock),
+            **history_facts(history),
             "observed_at": now.isoformat(),
             "target_price": watch.target_price,
             "drop_percent": watch.drop_percent,
