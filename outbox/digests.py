@@ -163,8 +163,10 @@ def digest_tag(part: int = 0) -> str:
 
 
 def line(item: Message) -> str:
-    """An item as a digest's body lists it: its name, then its fresh price."""
-    return f"{clip(item.title, _LINE_TITLE)} {yen(item.price)}"
+    """An item as a digest's body lists it: its name, then its fresh price (and what that
+    price leaves out: "(shipping unknown)")."""
+    said = f"{clip(item.title, _LINE_TITLE)} {yen(item.price)}"
+    return f"{said} {item.price_note}" if item.price_note else said
 
 
 def membership(message: Message, row_id: int) -> dict | None:

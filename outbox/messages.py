@@ -120,10 +120,11 @@ def _compose(
         data = {"shop": shop, "shop_url": fresh.url or listing.url}
     elif watch.after_points:
         body += " " + _("%(breakdown)s.") % {"breakdown": breakdown.text()}
-    elif fresh.shipping is None:
-        # The price compared leaves out a fee the shop did not name: never let it pass for
-        # free (`watches.models.net_price`).
-        body += " " + _("(%(shipping)s)") % {"shipping": shipping_text(None)}
+    # The price compared leaves out a fee the shop did not name: never let it pass for free
+    # (`watches.models.net_price`).
+    unknown = _("(%(shipping)s)") % {"shipping": shipping_text(None)}
+    if not watch.product_id and not watch.after_points and fresh.shipping is None:
+        body += " " + unknown
     return Message(
         title=title,
         body=body,
@@ -133,6 +134,7 @@ def _compose(
         listing_id=listing.id,
         price=price,
         urgency="high" if watch.trigger == Trigger.BACK_IN_STOCK else "normal",
+        price_note=unknown if fresh.shipping is None else "",
         icon=listing.image_url,
         data=data,
     )

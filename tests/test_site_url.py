@@ -140,6 +140,21 @@ def test_a_request_at_another_address_than_site_url_is_warned_about_once(client,
     )
 
 
+@pytest.mark.django_db
+@override_settings(SITE_URL=SERVED, ALLOWED_HOSTS=["127.0.0.1", "localhost"])
+def test_requests_naming_a_new_port_each_cannot_flood_the_log(client, caplog):
+    """ALLOWED_HOSTS does not look at the port: a request per port would be a warning (and a
+    remembered address) each."""
+    from yasugoro.site_url import WARNED_ADDRESSES
+
+    with caplog.at_level(logging.WARNING, logger="yasugoro.site_url"):
+        for port in range(9000, 9040):
+            client.get("/no-such-page/", HTTP_HOST=f"localhost:{port}")
+    ours = [record for record in caplog.records if record.name == "yasugoro.site_url"]
+    assert len(ours) == WARNED_ADDRESSES + 1
+    assert "no more of them are logged" in ours[-1].getMessage()
+
+
 def test_an_origin_leaves_out_the_default_port():
     assert origin("https://Shop.Example:443") == "https://shop.example"
     assert origin("http://127.0.0.1:8120") == "http://127.0.0.1:8120"

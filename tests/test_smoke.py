@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from django.core.management import call_command
 
@@ -53,3 +55,37 @@ def test_check_deploy_with_production_settings_is_clean(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout
+
+
+# A request through the production settings (DEBUG off) as a browser on https sends it: the
+# language switch, which every page's footer posts to. Prints each cookie's flags.
+_LANGUAGE_SWITCH = """
+import json
+import django
+django.setup()
+from django.test import Client
+client = Client()
+response = client.post(
+    "/language", {"language": "en", "next": "/"}, secure=True, HTTP_HOST="localhost"
+)
+print(json.dumps({
+    "status": response.status_code,
+    "cookies": {
+        name: {"secure": bool(morsel["secure"]), "samesite": morsel["samesite"]}
+        for name, morsel in response.cookies.items()
+    },
+}))
+"""
+
+
+def test_the_language_cookie_is_secure_in_production_like_every_other_cookie(tmp_path):
+    """The session, CSRF and device cookies are Secure when DEBUG is off; so is the language
+    cookie the footer's switch sets."""
+    from tests.demo.test_demo_app import environment
+    from tests.demo.test_demo_app import run as run_python
+
+    result = run_python(environment(tmp_path), "-c", _LANGUAGE_SWITCH)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["status"] == 302
+    assert answer["cookies"]["django_language"] == {"secure": True, "samesite": "Lax"}

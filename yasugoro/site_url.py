@@ -84,10 +84,17 @@ def origin(url: str) -> str:
     return f"{scheme}://{host}:{port}"
 
 
+# Addresses other than SITE_URL's a process warns about, each once; then once that there are
+# more. ALLOWED_HOSTS does not look at the port: anyone may name a new one per request, and a
+# warning (and a remembered address) per port would be a way to flood the log.
+WARNED_ADDRESSES = 8
+
+
 class SiteUrlMiddleware:
     """Logs a warning the first time a request arrives at an address other than SITE_URL's
-    (per address, per process): mails would send people to SITE_URL, where the site may not
-    be. Runs after CommonMiddleware, so the host has passed ALLOWED_HOSTS."""
+    (per address, per process, for the first WARNED_ADDRESSES of them): mails would send
+    people to SITE_URL, where the site may not be. Runs after CommonMiddleware, so the host
+    has passed ALLOWED_HOSTS."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         from django.conf import settings
@@ -99,6 +106,15 @@ class SiteUrlMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         here = origin(f"{request.scheme}://{request.get_host()}")
         if here != self.expected and here not in self.warned:
+            if len(self.warned) >= WARNED_ADDRESSES:
+                if len(self.warned) == WARNED_ADDRESSES:
+                    self.warned.add("")  # said once: the set stops growing here
+                    log.warning(
+                        "requests arrive at more than %d addresses other than SITE_URL's: "
+                        "no more of them are logged",
+                        WARNED_ADDRESSES,
+                    )
+                return self.get_response(request)
             self.warned.add(here)
             log.warning(
                 "this site is reached at %s, but SITE_URL is %s: the links in its mails "

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from common.ids import typed_id
 from outbox.admin.display import choice_label, compact_time
 from outbox.admin.filters import (
     ListingFilter,
@@ -170,7 +171,8 @@ class OutboxAdmin(
             # ASCII digits only: `"²".isdigit()` is true too, and `int("²")` raises.
             is_number = number.isascii() and number.isdigit()
             if word.startswith("#") and is_number:
-                queryset = queryset.filter(pk=int(number))
+                row_id = typed_id(number)
+                queryset = queryset.filter(pk=row_id) if row_id is not None else queryset.none()
                 continue
             if is_number:
                 listings = Listing.objects.filter(item_code__iexact=word)
@@ -179,8 +181,8 @@ class OutboxAdmin(
                     Q(name__icontains=word) | Q(item_code__icontains=word)
                 )
             match = Q(watch__in=Watch.objects.filter(listing__in=listings).values("id"))
-            if is_number:
-                match |= Q(pk=int(number))
+            if is_number and (row_id := typed_id(number)) is not None:
+                match |= Q(pk=row_id)
             queryset = queryset.filter(match)
         return queryset, False
 

@@ -9,6 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from common.ids import typed_id
 from outbox.models import DUE_STATUSES, Reason, Status
 from outbox.reporting.overview import WINDOW_LABELS
 from outbox.reporting.stats import WINDOWS, due_now, stuck_in_sending
@@ -92,20 +93,20 @@ class ListingFilter(admin.SimpleListFilter):
         value = self.value()
         if not value:
             return []
-        # ASCII digits only: `"²".isdigit()` is true too, and `int("²")` raises.
-        is_id = value.isascii() and value.isdigit()
-        listing = Listing.objects.filter(pk=int(value)).first() if is_id else None
+        listing_id = typed_id(value)
+        listing = None if listing_id is None else Listing.objects.filter(pk=listing_id).first()
         return [(value, str(listing) if listing else f"#{value}")]
 
     def queryset(self, request, queryset):
         value = self.value()
         if not value:
             return queryset
-        if not (value.isascii() and value.isdigit()):
+        listing_id = typed_id(value)
+        if listing_id is None:
             return queryset.none()
         # The listing's watches first (a few), then their rows through the watch index: a
         # join would have the database walk the whole outbox looking for them.
-        watches = Watch.objects.filter(listing_id=int(value)).values("id")
+        watches = Watch.objects.filter(listing_id=listing_id).values("id")
         return queryset.filter(watch__in=watches)
 
 

@@ -63,6 +63,9 @@ class Message:
     listing_id: int | None  # None for a message about no listing (a test notification)
     price: int | None
     urgency: str = "normal"
+    # What the price leaves out, in words beside it where only the price is shown (a digest's
+    # line): "(shipping unknown)" — a fee the shop did not name never passes for free.
+    price_note: str = ""
     icon: str = ""
     data: dict = field(default_factory=dict)
     # A digest (outbox.digests): one message per row it tells, the rows' ids in the same

@@ -61,6 +61,9 @@ class EmailChannel:
         try:
             connection.open()  # connect, STARTTLS, login: nothing of the mail yet
         except Exception as exc:
+            # A refused STARTTLS or login leaves the socket open behind Django's backend.
+            with contextlib.suppress(Exception):
+                connection.close()
             raise classify(exc) from None
         try:
             connection.send_messages([mail])

@@ -194,6 +194,7 @@ def _digest_payload(message: Message, data: dict[str, Any]) -> dict[str, Any]:
         {
             "title": item.title,
             "price": item.price,
+            "note": item.price_note,
             "url": item.url,
             "listing": item.listing_id,
             # The row's own dedup key: which rows this push told.

@@ -528,3 +528,48 @@ def test_payload_is_trimmed_to_fit_a_push_message():
     assert data["icon"] == ""
     assert len(data["body"]) == 200
     assert set(data) == PAYLOAD_KEYS
+
+
+def test_a_push_digest_never_tells_a_price_whose_shipping_is_unknown_as_if_shipping_were_free(
+    push_service,
+):
+    """A digest's line names an item and its price: a price whose shipping the shop did not
+    name says so there too, as the item's own message does."""
+    from django.utils import timezone
+
+    from demo.models import DemoProduct
+    from outbox.dispatch import run_cycle
+    from outbox.enqueue import Detection, enqueue_many
+    from tests.factories import SubscribedDeviceFactory
+    from tests.fakes.push_service import b64url
+    from watches.models import Channel
+
+    subscriber = push_service.new_subscriber()
+    device = SubscribedDeviceFactory.create(
+        push_endpoint=subscriber.endpoint,
+        push_p256dh=subscriber.p256dh,
+        push_auth=b64url(subscriber.auth),
+    )
+    watches = [
+        WatchFactory.create(device=device, listing=ListingFactory(price=1000), target_price=1200)
+        for _ in range(2)
+    ]
+    detected = {"value": "1000", "line": "1200", "price": 1000}
+    enqueue_many(
+        Detection(w.pk, device.pk, Channel.WEBPUSH, w.trigger, timezone.now(), detected)
+        for w in watches
+    )
+    unknown, known = watches
+    DemoProduct.objects.filter(item_code=unknown.listing.item_code).update(price=900, shipping=None)
+    DemoProduct.objects.filter(item_code=known.listing.item_code).update(price=950, shipping=0)
+
+    run_cycle()
+
+    from outbox.models import Outbox
+
+    own = Outbox.objects.get(watch=unknown).sent_message
+    assert own["body"].endswith("(shipping unknown)"), own  # the row's own message says so
+    [push] = push_service.accepted()
+    assert push.payload.get("items"), push.payload  # one digest of both items
+    line = next(text for text in push.payload["body"].splitlines() if "¥900" in text)
+    assert "shipping unknown" in line, push.payload["body"]

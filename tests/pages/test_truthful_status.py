@@ -392,3 +392,33 @@ def test_a_failed_check_is_not_shown_as_the_time_the_price_was_last_checked(clie
         "The last price check, Dec 4, 10:00, failed. The price shown is from an earlier check, "
         "made Dec 1, 10:00 or later."
     ) in body
+
+
+def test_editing_a_watch_on_a_listing_staff_stopped_tracking_promises_no_notification(
+    client, clock
+):
+    """Nothing is sent for a watch on a listing staff stopped tracking: saving its edit form
+    says so, and promises nothing."""
+    listing = ListingFactory(price=520, units_per_pack=None, unit_label="")
+    watch = WatchFactory(device=push_on(client), listing=listing, target_price=500)
+    Listing.objects.filter(pk=listing.pk).update(paused=True)
+
+    response = client.post(
+        f"/watches/{watch.pk}/edit/",
+        {"trigger": "target_price", "target_price": "600"},
+        follow=True,
+    )
+    said = " ".join(str(m) for m in response.context["messages"])
+    assert "updated" in said  # the edit was taken
+    assert "we tell you after its next price check" not in said
+    assert "We no longer track this item: nothing is sent for it." in said
+
+
+def test_listing_page_says_shipping_unknown_without_points(client):
+    """A price whose shipping the shop did not name is never shown as all-in, with points or
+    without."""
+    listing = ListingFactory(source="rakuten", price=1000, shipping=None, points=0)
+    page = client.get(f"/listings/{listing.pk}/").content.decode()
+    facts = page[page.index('<dl class="facts">') :]
+    assert "¥1,000" in facts
+    assert "shipping unknown" in facts[: facts.index("</div>")]

@@ -473,7 +473,8 @@ def saved_message(
     watch: Watch, device: Device, *, created: bool, now: dt.datetime | None = None
 ) -> str:
     """What a person is told when a watch is saved (made, or changed): that it is saved —
-    and paused still, for a paused watch, which sends nothing —, and when its condition
+    and paused still, for a paused watch, or on a listing staff stopped tracking, either of
+    which sends nothing —, and when its condition
     already holds, what happens next — read from what detection and the
     dispatcher will do (the next poll detects it, the dispatcher re-checks and sends it once
     that day; quiet hours hold it; nothing reaches a device without a channel)."""
@@ -495,6 +496,8 @@ def saved_message(
         # Saving the form changes a paused watch and leaves it paused.
         paused = _("It is paused: nothing is sent for it until you resume it in My watches.")
         return f"{saved} {paused}"
+    if untracked(watch):
+        return f"{saved} {_('We no longer track this item: nothing is sent for it.')}"
     state = standing(watch, getattr(watch, "first_seen", None), now)
     if state.state != "met":
         return saved
