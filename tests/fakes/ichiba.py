@@ -36,6 +36,8 @@ It misbehaves on demand per key (`behave[itemCode | shopCode | keyword] = "…"`
     not_found       404 {"error": "not_found"}
     wrong_parameter 400 {"error": "wrong_parameter"}
     unauthorized    401 in the gateway's shape
+    echoing_gateway 403 an HTML page that names the request it refused, its query string
+                    (application id included) in its first words, as a WAF's may
 
 With `fail_at_random(rate, seed)` it also misbehaves at random, whatever the key: `rate` of
 the requests get one of FAULTS — 429 with a Retry-After, 500, a stall past the read timeout, a
@@ -239,6 +241,10 @@ class FakeIchiba(FakeAPI):
             return _wrong_parameter("itemCode is not valid")
         if behaviour == "unauthorized":
             return _json(401, {"errors": {"errorCode": 401, "errorMessage": "Unauthorized"}})
+        if behaviour == "echoing_gateway":
+            asked = "&".join(f"{name}={value}" for name, value in query.items())
+            refusal = f"<html><body>Access Denied: {request.path}?{asked}</body></html>"
+            return 403, {"Content-Type": "text/html"}, refusal.encode()
         hits, page = int(query.get("hits", HITS_MAX)), int(query.get("page", 1))
         with self.lock:
             found = self._search(query)

@@ -26,6 +26,7 @@ It misbehaves on demand per JAN code, seller, query or `store_item` code (`behav
     loose           200 with every item, whatever its JAN code (as a keyword search answers)
     not_found       404
     bad_appid       403 {"Error": {"Message": "Invalid appid"}} (the JSON form)
+    echoing_gateway 502 the XML error form, its message naming the request (appid included)
 
 Every request is recorded (`requests`, `received`) so tests can count what was asked, and how
 often; with `per_second` set it refuses (429) what goes over the allowance of an appid in one
@@ -182,6 +183,10 @@ class FakeYahoo(FakeAPI):
             return _json(404, {"Error": {"Message": "Not Found"}})
         if behaviour == "bad_appid":
             return _json(403, {"Error": {"Message": "Invalid appid"}})
+        if behaviour == "echoing_gateway":
+            asked = "&".join(f"{name}={value}" for name, value in query.items())
+            error = f"<Error><Message>upstream failed: {request.path}?{asked}</Message></Error>"
+            return 502, {"Content-Type": "application/xml"}, error.encode()
         start, results = int(query.get("start", "1")), int(query.get("results", "20"))
         with self.lock:
             found = self._search(query, everything=behaviour == "loose")

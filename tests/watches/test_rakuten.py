@@ -143,6 +143,13 @@ def test_an_unknown_application_id_is_config_naming_the_id_setting(ichiba, setti
     assert "not-the-right-one" not in result.detail
 
 
+def test_a_refusal_that_echoes_the_request_never_keeps_our_application_id(ichiba, settings):
+    ichiba.behave[CODE] = "echoing_gateway"
+    result = fetch_one()
+    assert isinstance(result, FetchError) and "Access Denied" in result.detail
+    assert settings.RAKUTEN_APP_ID not in result.detail and "[our key]" in result.detail
+
+
 def test_a_401_is_config(ichiba):
     ichiba.behave[CODE] = "unauthorized"
     assert_config(fetch_one(), "RAKUTEN_ACCESS_KEY", "HTTP 401")

@@ -241,6 +241,13 @@ def test_a_wrong_application_id_is_config_naming_the_setting(stocked, settings):
     assert "not-the-right-one" not in result.detail
 
 
+def test_an_error_that_echoes_the_request_never_keeps_our_appid(stocked):
+    stocked.behave[JAN] = "echoing_gateway"
+    result = offers_of()
+    assert result.kind == FetchKind.SERVER and "upstream failed" in result.detail
+    assert APP_ID not in result.detail and "[our key]" in result.detail
+
+
 def test_the_json_form_of_a_refused_appid_is_read_too(stocked):
     stocked.behave[JAN] = "bad_appid"
     result = offers_of()

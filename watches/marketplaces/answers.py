@@ -85,6 +85,16 @@ def safe_url(url: str | None) -> str:
     return url if parsed.scheme == "https" else ""
 
 
+def without_secrets(body: bytes, secrets: Iterable[str]) -> bytes:
+    """An answer's `body` with each of our ids and keys in it replaced, before any of its words
+    are kept for staff (and shown by /readyz): a gateway's page that echoes the request would
+    otherwise put them where a log or a public probe shows them."""
+    for secret in secrets:
+        if secret:
+            body = body.replace(secret.encode(), b"[our key]")
+    return body
+
+
 def request_failed(what: str, exc: Exception) -> str:
     # Only the exception's type: its text carries the request URL, application id included,
     # and this detail is shown to staff.

@@ -63,6 +63,7 @@ from watches.marketplaces.answers import (
     request_failed,
     safe_url,
     whole_number,
+    without_secrets,
 )
 from watches.marketplaces.base import (
     Ask,
@@ -242,6 +243,8 @@ class RakutenMarketplace:
     def _classify(
         self, app_id: str, status: int, headers: Mapping[str, str], body: bytes
     ) -> _Answer | FetchError:
+        if status != 200:
+            body = without_secrets(body, [*self.keys, *self.keys.values()])
         try:
             data: Any = json.loads(body)
         except (ValueError, RecursionError):

@@ -65,6 +65,7 @@ from watches.marketplaces.answers import (
     optional,
     request_failed,
     safe_url,
+    without_secrets,
 )
 from watches.marketplaces.base import (
     Ask,
@@ -227,6 +228,8 @@ class YahooMarketplace:
     def _classify(
         self, status: int, headers: Mapping[str, str], body: bytes
     ) -> _Answer | FetchError:
+        if status != 200:
+            body = without_secrets(body, [self.app_id])
         try:
             data: Any = json.loads(body)
         except (ValueError, RecursionError):
