@@ -37,11 +37,12 @@ FIRST_BY_INDEX = (
     "WHERE watches_listing_fts MATCH %s AND NOT l.paused"
 )
 FIRST_BY_SCAN = "SELECT l.id FROM watches_listing l WHERE NOT l.paused"
-# A product's offers stand for it once, by its first active offer, as `search.search` shows
-# it (the product link's index serves the subquery).
-ONE_PER_PRODUCT = (
+# A product is found through any of its active offers, and stands once: as the first of them
+# that matches (`{match}`: the match again, on `o`), as `search.search` gives it (the product
+# link's index serves the subquery).
+FIRST_MATCHING_OFFER = (
     " AND (l.product_id IS NULL OR l.id = (SELECT MIN(o.id) FROM watches_listing o"
-    " WHERE o.product_id = l.product_id AND NOT o.paused))"
+    " WHERE o.product_id = l.product_id AND NOT o.paused{match}))"
 )
 # PostgreSQL prices a random page at 4 sequential ones (a spinning disk's ratio) and then
 # prefers reading the whole table over the trigram index to find `limit` matches, several

@@ -6,12 +6,13 @@ field, nothing written."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.test import Client
 
 from outbox.models import Outbox
-from tests.factories import ListingFactory, device_with_cookie
+from tests.factories import ListingFactory, WatchFactory, device_with_cookie
 from watches.models import Channel, Listing, Product, Trigger, Watch
 from watches.polling.poll import poll
 from watches.products.intake import add_product
@@ -119,6 +120,24 @@ def test_the_page_lists_every_offer_cheapest_first(client, product):
     assert "from ¥500 at 5 shops" in page
     assert "shipping unknown" in page and "free shipping" in page
     assert "<svg" in page or "No price history yet" in page
+
+
+def test_every_offer_is_priced_per_unit_on_the_products_pack(client):
+    """An offer tracked by its link keeps its own pack size when it joins a product: its card
+    is priced per unit on the product's pack, as its watches judge it (decision 0084); its own
+    page on its own."""
+    product = Product.objects.create(
+        jan=JAN, name="スコッティ 12ロール", units_per_pack=12, unit_label="roll"
+    )
+    own = ListingFactory(price=600, shipping=0, points=0, units_per_pack=6, unit_label="roll")
+    Listing.objects.filter(pk=own.pk).update(product=product, jan=JAN)  # as `offer_listing` does
+    page = " ".join(
+        re.sub(r"<[^>]+>", " ", client.get(f"/products/{product.pk}/").content.decode()).split()
+    )
+    assert "(12 in this pack)" in page  # the watch form
+    assert "¥50 per roll" in page  # ¥600 / 12
+    assert "¥100 per roll" not in page
+    assert "¥100 per roll" in client.get(f"/listings/{own.pk}/").content.decode()
 
 
 def test_a_product_watch_is_made_from_the_page(client, product):
@@ -320,3 +339,26 @@ def test_a_failed_check_is_not_shown_as_the_time_an_offer_was_checked(
     assert "Check failed Dec 4, 18:00: the price is from an earlier check" in body
     assert "The last check of every shop, Dec 4, 18:00, failed" in body
     assert body.count("Checked Dec 1, 18:00") == 4  # the other shops' own checks
+
+
+def test_my_watches_tells_a_product_watch_per_unit_on_the_products_pack(client):
+    """The offer a product watch follows joined with its own pack size (6): My watches shows
+    the watch's target and the price now per unit on the product's pack (12), as detection
+    judges and the message tells it."""
+    product = Product.objects.create(
+        jan=JAN, name="スコッティ 12ロール", units_per_pack=12, unit_label="roll"
+    )
+    own = ListingFactory(price=600, shipping=0, points=0, units_per_pack=6, unit_label="roll")
+    Listing.objects.filter(pk=own.pk).update(product=product, jan=JAN)
+    device, _ = device_with_cookie(client)
+    WatchFactory(
+        device=device,
+        listing=own,
+        product=product,
+        target_price=55,
+        use_unit_price=True,
+    )
+    page = " ".join(re.sub(r"<[^>]+>", " ", client.get("/watches/").content.decode()).split())
+    assert "¥55 per roll" in page
+    assert "¥50 per roll" in page  # ¥600 / 12: at or below the line
+    assert "¥100 per roll" not in page

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from tests.factories import ListingFactory
-from watches.models import Listing
+from watches.models import Listing, Product
 from watches.search import index as search_index
 from watches.search import query as search_module
 from watches.search.query import search, search_results
@@ -168,6 +168,28 @@ def test_a_deleted_listing_leaves_the_index(catalogue):
 def test_a_products_offers_are_found_once_as_its_first_offer(catalogue):
     assert Listing.objects.filter(item_code__startswith="tp-scottie-12r").count() == 5
     assert codes("scottie") == {"tp-scottie-12r"}
+
+
+def test_a_product_is_found_through_any_active_offer_once_as_the_first_that_matches():
+    product = Product.objects.create(jan="4901750404406", name="スコッティ 12ロール")
+    first, other, paused = (
+        ListingFactory(name="トイレットペーパー 12ロール", category=""),
+        ListingFactory(name="スコッティ 12ロール", category="トイレットペーパー"),
+        ListingFactory(name="スコッティ 12ロール 限定", category="ティッシュ", paused=True),
+    )
+    Listing.objects.filter(pk__in=[first.pk, other.pk, paused.pk]).update(product=product)
+    for query, category, stands in (
+        ("スコッティ", "", other),  # not its first offer's name
+        ("", "トイレットペーパー", other),  # not its first offer's category
+        ("すこってぃ", "トイレットペーパー", other),
+        ("12ロール", "", first),  # both: once
+    ):
+        assert codes(query, category) == {stands.item_code}, (query, category)
+        assert page_codes(query, category) == {stands.item_code}, (query, category)
+        assert search_results(query, category).found == 1
+    # A paused offer is not tracked: it finds nothing.
+    assert codes("限定") == page_codes("限定") == set()
+    assert codes("", "ティッシュ") == page_codes("スコッティ", "ティッシュ") == set()
 
 
 def test_install_is_idempotent_and_repairs_missing_triggers(catalogue):

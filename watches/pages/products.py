@@ -30,7 +30,13 @@ from watches.pages.pagecache import CSRF_PLACEHOLDER
 from watches.pages.views import ADD_PER_MINUTE, MAX_ID, _render_home
 from watches.polling.history import listing_stats
 from watches.products.intake import add_product, product_from_listing
-from watches.products.offers import in_stock, offers_with_newest_point, product_points, rank
+from watches.products.offers import (
+    in_stock,
+    offers_with_newest_point,
+    on_products_pack,
+    product_points,
+    rank,
+)
 from watches.products.watches import save_product_watch
 from watches.templatetags.yasugoro import when
 from watches.triggers import LOW_WINDOW
@@ -311,8 +317,8 @@ def _product_html(
 
 def _product_main(product: Product, offers: list[Listing], history: ProductHistory) -> str:
     """The main column: the cheapest offer now, every shop's offer (cheapest first, those
-    out of stock after), the chart."""
-    tracked = [offer for offer in offers if not offer.paused]
+    out of stock after), the chart. Each offer is priced per unit on the product's pack."""
+    tracked = [on_products_pack(offer, product) for offer in offers if not offer.paused]
     available = sorted(in_stock(tracked), key=rank)
     ordered = [*available, *(offer for offer in tracked if offer not in available)]
     best = available[0] if available else None

@@ -2,7 +2,7 @@
 on its own, or a product once — named as the product, linked to its page, and priced by its
 cheapest offer in stock (the "from" price: price plus shipping where known, less the points
 everyone gets now, ranked as `watches.products.offers.rank` ranks offers) with that offer's
-per-unit price."""
+per-unit price on the product's pack."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from watches.models import Listing, Product
-from watches.products.offers import best_offer, in_stock, offers_by_product, typical_price
+from watches.products.offers import (
+    best_offer,
+    in_stock,
+    offers_by_product,
+    on_products_pack,
+    typical_price,
+)
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,12 @@ def _row(item: Listing | Product, offers: dict[int, list[Listing]]) -> Row | Non
     best = best_offer(tracked)
     # No shop has it in stock: the listing the list found, at its last price.
     shown = best or (item if isinstance(item, Listing) else tracked[0])
+    product = tracked[0].product
+    assert product is not None  # loaded with its product
     return Row(
         listing=item if isinstance(item, Listing) else shown,
-        offer=shown,
-        product=tracked[0].product,
+        offer=on_products_pack(shown, product),
+        product=product,
         shops=len(in_stock(tracked)),
         typical=typical_price(tracked),
     )

@@ -21,6 +21,7 @@ from common import deadlines
 from watches import units
 from watches.models import Device, Listing, PricePoint, Product, Trigger, Watch, unit_price
 from watches.points import Breakdown
+from watches.products.offers import on_products_pack
 from watches.templatetags.yasugoro import when
 from watches.triggers import (
     DEFAULT_DROP_PERCENT,
@@ -394,6 +395,7 @@ def rows_for(
     for watch in watches:
         if device is not None and watch.device_id == device.pk:
             watch.device = device  # at hand: no query per watch
+    judged_per_products_pack(watches)
     return [
         WatchRow(
             watch=watch,
@@ -404,6 +406,24 @@ def rows_for(
         )
         for watch in watches
     ]
+
+
+def judged_per_products_pack(watches: list[Watch]) -> None:
+    """Give each product watch its offer as the watch judges and tells it: per unit on the
+    product's pack (`on_products_pack`, decision 0084), not on the pack the offer's own page
+    names. The products not loaded with the watches are read in one query."""
+    loaded = {
+        watch.product_id: watch.product
+        for watch in watches
+        if watch.product_id is not None and Watch.product.is_cached(watch)
+    }
+    missing = {w.product_id for w in watches if w.product_id is not None} - set(loaded)
+    products = {**loaded, **Product.objects.in_bulk(missing)} if missing else loaded
+    for watch in watches:
+        if watch.product_id is not None and watch.product_id in products:
+            product = products[watch.product_id]
+            assert product is not None  # a product watch's product
+            watch.listing = on_products_pack(watch.listing, product)
 
 
 def advice(listing: Listing, watch: Watch, *, can_notify: bool = True, held: str = "") -> str:
@@ -480,6 +500,7 @@ def saved_message(
     that day; quiet hours hold it; nothing reaches a device without a channel)."""
     now = now or timezone.now()
     product = watch.product_id is not None
+    judged_per_products_pack([watch])
     if created:
         saved = (
             _("Watching every shop. We check the price again before we tell you.")

@@ -12,6 +12,7 @@ unknown; it is never taken for free.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,15 @@ def best_offer(
     if not available:
         return None
     return min(available, key=lambda offer: rank(offer, after_points=after_points, members=members))
+
+
+def on_products_pack(offer: Listing, product: Product) -> Listing:
+    """`offer` priced per unit on `product`'s pack, as its watches judge and tell it (one JAN
+    code, one pack: decision 0084): a copy, so the offer as stored keeps what its own page
+    says — a listing tracked by its link keeps its own pack size when it joins a product."""
+    priced = copy.copy(offer)
+    priced.units_per_pack, priced.unit_label = product.units_per_pack, product.unit_label
+    return priced
 
 
 def typical_price(offers: Iterable[Listing]) -> int | None:

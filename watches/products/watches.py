@@ -30,7 +30,8 @@ def save_product_watch(device: Device, product: Product, params: WatchParams) ->
 
 def describe_product(product: Product, *, units_per_pack: int | None, unit_label: str) -> None:
     """Set the product's pack size, and its offers' with it: every offer is the same pack,
-    and per-unit prices (pages, triggers, messages) read the offer's."""
+    which each offer's own page prices per unit on (the product's pages, triggers and
+    messages read the product's)."""
     product.units_per_pack, product.unit_label = units_per_pack, unit_label
     product.save(update_fields=["units_per_pack", "unit_label"])
     offers = Listing.objects.filter(product=product)

@@ -21,6 +21,7 @@ from django.db.models.expressions import RawSQL
 from watches.sql import (
     FIRST_BY_INDEX,
     FIRST_BY_SCAN,
+    FIRST_MATCHING_OFFER,
     FTS,
     FTS_TRIGGERS,
     IN_CATEGORY,
@@ -30,7 +31,6 @@ from watches.sql import (
     NEAR_BY_INDEX_ORDER,
     NEAR_BY_SIMILARITY,
     NEAR_BY_SIMILARITY_ORDER,
-    ONE_PER_PRODUCT,
     PG_INDEX,
     PG_RANDOM_PAGE_COST,
     PG_WORD_SIMILARITY,
@@ -115,13 +115,21 @@ def first_matches(
 ) -> list[int]:
     """Ids of at most `limit` active listings whose search text contains every one of
     `terms` (already folded) — in `category` when one is given — in whatever order the index
-    yields them: it stops at `limit` instead of finding every match."""
-    where = [" AND l.search_text LIKE %s" + LIKE_ESCAPE.get(connection.vendor, "")] * len(terms)
+    yields them: it stops at `limit` instead of finding every match. A product is found when
+    any of its active offers matches, once: as the first of them that matches."""
+    escape = LIKE_ESCAPE.get(connection.vendor, "")
+
+    def match(alias: str) -> str:
+        words = f" AND {alias}.search_text LIKE %s{escape}" * len(terms)
+        return words + (f" AND {alias}.category = %s" if category else "")
+
     params: list = ["%" + connection.ops.prep_for_like_query(term) + "%" for term in terms]
-    where.append(ONE_PER_PRODUCT)
     if category:
-        where.append(" AND l.category = %s")
         params.append(category)
+    # The match on the listing, and again on its product's offers: the first that matches
+    # stands for the product.
+    where = [match("l"), FIRST_MATCHING_OFFER.format(match=match("o"))]
+    params = [*params, *params]
     long = [term for term in terms if len(term) >= 3]
     if connection.vendor == "sqlite" and long:
         # The trigram index finds the rows; the LIKEs, kept for every word, check only those

@@ -91,21 +91,22 @@ def search(query: str = "", category: str = "") -> QuerySet[Listing]:
     """Active listings whose search text holds every word of `query` (folded the same way:
     hiragana finds katakana, full-width finds half-width, English finds the Japanese
     category, romaji finds the reading), in name order (the `listing_browse` index). A
-    product's offers stand for it once: its first offer (the pages then show it priced by its
-    cheapest offer, `watches.pages.results`)."""
-    first_offer = (
-        Listing.objects.filter(product_id=OuterRef("product_id"), paused=False)
-        .order_by("id")
-        .values("id")[:1]
-    )
-    listings = Listing.objects.filter(paused=False).filter(
-        Q(product__isnull=True) | Q(id=Subquery(first_offer))
-    )
+    product is found when any of its active offers is, once: as the first of them that
+    matches (the pages then show it as the product, priced by its cheapest offer,
+    `watches.pages.results`)."""
     terms = query_terms(query)
+    # The same match on the product's offers, by the words themselves: few rows.
+    offers = Listing.objects.filter(product_id=OuterRef("product_id"), paused=False)
+    for term in terms:
+        offers = offers.filter(search_text__contains=term)
+    listings = Listing.objects.filter(paused=False)
     if terms:
         listings = matching(listings, terms, connection.vendor)
     if category:
         listings = listings.filter(category=category)
+        offers = offers.filter(category=category)
+    first_match = offers.order_by("id").values("id")[:1]
+    listings = listings.filter(Q(product__isnull=True) | Q(id=Subquery(first_match)))
     return listings.order_by("name", "id")
 
 
