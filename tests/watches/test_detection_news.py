@@ -100,33 +100,26 @@ def test_a_poll_tells_a_new_90_day_low_after_the_told_one_left_the_window(time_m
 # --- a premium member's target after points ----------------------------------------------
 
 
-def test_a_members_price_wobbling_below_their_target_does_not_fire_again():
+@pytest.mark.parametrize(
+    ("since", "fires"),
+    [
+        (1050, False),  # ¥950 for the member: still below their ¥1,000, no news
+        (1150, True),  # ¥1,050 for the member: above their line, and back
+    ],
+)
+def test_a_members_target_re_arms_on_their_own_price_since_they_were_told(since, fires):
     """A premium member's target after points counts member-only points; the history keeps
-    everyone's points only. ¥1,050 since the ¥900 told was ¥950 for the member, still below
-    their ¥1,000: the same ¥900 again is no news."""
+    everyone's points only. Told ¥900 (¥1,000 − 100 member pt), the price went to `since`
+    and came back: the same ¥900 is news again only if the member's own price went above
+    their target in between."""
     told_at = NOW - dt.timedelta(hours=5)
-    # ¥1,000 − 100 member pt, told.
     w = told(Trigger.TARGET_PRICE, 900, told_at, target_price=1000, after_points=True)
-    # After the delivery the price went to ¥1,050 (member's price ¥950: still below ¥1,000)
-    # and came back; the history after points knows only the points everyone gets (none).
-    after = [Point(told_at + dt.timedelta(hours=1), 1050, True)]
+    after = [Point(told_at + dt.timedelta(hours=1), since, True)]
     before = [Point(told_at - dt.timedelta(hours=1), 1000, True)]
     history = build_history([*before, *after], NOW)
     judgement = detect(w, None, obs(1000, member_points=100), history, members=True)
     assert judgement.value == Decimal(900)
-    assert not judgement.holds
-
-
-def test_a_members_price_back_above_their_target_fires_again():
-    told_at = NOW - dt.timedelta(hours=5)
-    # ¥1,000 − 100 member pt, told.
-    w = told(Trigger.TARGET_PRICE, 900, told_at, target_price=1000, after_points=True)
-    # ¥1,150 is ¥1,050 for the member: above their line, and back.
-    after = [Point(told_at + dt.timedelta(hours=1), 1150, True)]
-    before = [Point(told_at - dt.timedelta(hours=1), 1000, True)]
-    history = build_history([*before, *after], NOW)
-    judgement = detect(w, None, obs(1000, member_points=100), history, members=True)
-    assert judgement.holds, judgement.reason
+    assert judgement.holds is fires, judgement.reason
 
 
 # --- back in stock after the watch was edited ---------------------------------------------
